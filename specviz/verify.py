@@ -1,0 +1,507 @@
+"""The lossless speculative-sampling verifier, batched and ragged, for NumPy and PyTorch.
+
+# B rows, K drafts (padded width), V vocabulary, N total drafts (flat layout)
+
+The rule (DESIGN.md, "The algorithm"), for a row with ``j = num_draft[b]`` drafts
+x_0 .. x_{j-1}, target rows p_0 .. p_j and draft rows q_0 .. q_{j-1}:
+
+1. Position i draws a fresh uniform u_i and accepts x_i iff ``u_i * q_i(x_i) < p_i(x_i)``,
+   i.e. with probability min(1, p_i(x_i) / q_i(x_i)), with no division. A draft the drafter
+   says it could not have drawn (q_i(x_i) = 0) is rejected.
+2. The first rejection ends the row: later coins never count, because their contexts were
+   built on a token that is now discarded.
+3. At the rejected position i, one token is drawn from the residual
+   ``max(0, p_i - q_i) / sum(max(0, p_i - q_i))``; if that mass is exactly 0 (p == q up to
+   rounding, unreachable in exact arithmetic) from p_i instead.
+4. If all j drafts survive, a bonus token is drawn from p_j: the target row at position j,
+   which for a ragged row is not the last row of the padded tensor.
+
+Why the output is exactly p at every position: the token x is emitted at a position either
+by acceptance, with probability q(x) * min(1, p(x)/q(x)) = min(p(x), q(x)), or by
+replacement, with probability (1 - a) * r(x), where a = sum_x min(p(x), q(x)) is the
+acceptance rate and r = max(0, p - q) / sum max(0, p - q). Since
+sum max(0, p - q) = 1 - sum min(p, q) = 1 - a (both are the total-variation distance),
+(1 - a) * r(x) = max(0, p(x) - q(x)), and min(p, q) + max(0, p - q) = p. The next position
+is only reached after acceptance, conditioned on the accepted token, so the same argument
+applies to every conditional in turn and the whole emitted sequence follows the target.
+
+The replacement or bonus token is drawn by inverse CDF from one uniform, touching only the
+single row each batch row samples from: a running sum accumulated in float64 (so NumPy and
+torch on the CPU add the same numbers in the same order and return identical tokens), and
+the first index whose running sum exceeds ``u * total``.
+
+The bugs module swaps one step of this rule at a time through :class:`Rule`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from . import _sample
+from . import _validate as check
+from ._xp import NumpyOps, TorchOps, ops_for
+from .errors import InputError
+
+Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
+
+PAD_TOKEN = -1  # outputs are padded to K + 1 tokens per row
+
+
+class Uniforms(NamedTuple):
+    """Explicit randomness for one call; with it the verifier is a pure function.
+
+    ``accept``: (B, K) one uniform per draft position (flat layout: (N,)).
+    ``sample``: (B,) one uniform per row for the replacement or bonus draw.
+    All in [0, 1).
+    """
+
+    accept: Array
+    sample: Array
+
+
+class Verification(NamedTuple):
+    """Result of verifying a batch. Arrays are of the input's kind, on its device.
+
+    ``tokens``: (B, K+1) int64, the emitted tokens, padded with -1.
+    ``num_tokens``: (B,) int64, tokens emitted (accepted + 1 for the replacement or bonus).
+    ``num_accepted``: (B,) int64, drafts accepted.
+    ``accept_uniforms``: (B, K) float64, the coin u at each tested position, NaN elsewhere.
+    ``ratios``: (B, K) float64, p(x)/q(x) at each tested position (NaN where q(x) = 0 or
+    untested); acceptance happened iff u < ratio.
+    ``bonus``: (B,) bool, True where every draft survived and the last token is the bonus.
+    ``sample_uniforms``: (B,) float64, the uniform of the replacement or bonus draw.
+    """
+
+    tokens: Array
+    num_tokens: Array
+    num_accepted: Array
+    accept_uniforms: Array
+    ratios: Array
+    bonus: Array
+    sample_uniforms: Array
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which version of each step to run. The default is the correct verifier.
+
+    Every field but one left at its default gives one of the classic mistakes in
+    :mod:`specviz.bugs`; nothing outside that module should change these.
+    """
+
+    accept_coins: Literal["fresh", "shared"] = "fresh"  # shared: one uniform for every position
+    count: Literal["run", "all"] = "run"  # all: keep every draft whose coin passes
+    replacement: Literal["residual", "target", "unclamped"] = "residual"
+    sample_coin: Literal["fresh", "reused"] = "fresh"  # reused: the rejected position's coin
+    bonus: Literal["num_draft", "last", "none"] = "num_draft"  # last: padded row K
+
+
+CORRECT = Rule()
+
+
+class _Rows(NamedTuple):
+    """Where row b's position i lives: ``table[b, i]`` (padded) or ``table[start[b] + i]``."""
+
+    table: Array  # padded (B, P, V) or flat (R, V)
+    start: Array | None  # flat: (B,) first table row of each batch row
+
+    def cols(self, b: Array, pos: Array, cols: slice, ops: NumpyOps | TorchOps) -> Array:
+        """(R, C) copy of rows (b, pos) restricted to a column slice."""
+        if self.start is not None:
+            return ops.select_rows(self.table, self.start[b] + pos, cols)
+        if ops.is_contiguous(self.table):  # a free (B*P, V) view: one row-select per chunk
+            P = int(self.table.shape[1])
+            return ops.select_rows(self.table.reshape(-1, self.table.shape[2]), b * P + pos, cols)
+        return self.table[b, pos, cols]  # e.g. broadcast inputs: index without copying them
+
+    def at(self, b: Array, pos: Array, cols: Array | None = None) -> Array:
+        if self.start is None:
+            return self.table[b, pos] if cols is None else self.table[b, pos, cols]
+        # Positions past a row's count are gathered then ignored; keep them inside the table.
+        rows = (self.start[b] + pos).clip(0, max(int(self.table.shape[0]) - 1, 0))
+        return self.table[rows] if cols is None else self.table[rows, cols]
+
+
+def verify(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+) -> Verification:
+    """Verify a padded batch of drafts; the output follows the target exactly.
+
+    Parameters
+    ----------
+    target_probs
+        Shape (B, K+1, V). Row b tests its drafts against positions 0..num_draft[b]-1 and
+        takes its bonus from position num_draft[b]; later positions are ignored.
+    draft_probs
+        Shape (B, K, V): the distribution each draft token was sampled from (after the
+        drafter's own temperature/top-p). ``None`` for a deterministic drafter: q is one-hot
+        on the drafted token, so x is accepted with probability p(x) and the residual is p
+        with x removed; lossless whatever rule chose the drafts.
+    draft_tokens
+        Shape (B, K) integers; entries at positions >= num_draft[b] are ignored (may be -1).
+    num_draft
+        Shape (B,) integers in [0, K].
+    rng
+        ``numpy.random.Generator`` for NumPy inputs, ``torch.Generator`` for torch inputs;
+        default a fresh unseeded one. Draws ``accept`` (B, K) first, then ``sample`` (B,).
+    uniforms
+        Explicit :class:`Uniforms` (or an ``(accept, sample)`` pair) instead of ``rng``.
+    validate
+        Check shapes, ranges and probability rows (only the rows that are read). Pass
+        ``False`` on a hot path whose inputs are known to be good.
+
+    Returns
+    -------
+    Verification
+        Of the same kind (NumPy or torch) and on the same device as ``target_probs``.
+    """
+    return verify_with_rule(
+        target_probs, draft_probs, draft_tokens, num_draft,
+        rng=rng, uniforms=uniforms, validate=validate, rule=CORRECT,
+    )  # fmt: skip
+
+
+def verify_with_rule(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+    rule: Rule = CORRECT,
+) -> Verification:
+    """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
+    ops = ops_for(target_probs)
+    P = ops.asarray(target_probs)
+    x = ops.asarray(draft_tokens)
+    j = ops.asarray(num_draft)
+    Q = None if draft_probs is None else ops.asarray(draft_probs)
+    check.check_ndim("draft_tokens", x, 2, "(B, K)")
+    B, K = int(x.shape[0]), int(x.shape[1])
+    check.check_ndim("target_probs", P, 3, "(B, K+1, V)")
+    V = int(P.shape[2])
+    check.check_shape("target_probs", P, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
+    check.check_shape("num_draft", j, (B,), "(B,)")
+    if Q is not None:
+        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
+    if V < 1:
+        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
+    check.check_integer("draft_tokens", x, ops)
+    check.check_integer("num_draft", j, ops)
+    x, j = ops.to_int64(x), ops.to_int64(j)
+    check.check_range("num_draft", j, 0, K, ops, "draft counts")
+    pos = ops.arange(K)
+    valid = pos[None, :] < j[:, None]  # (B, K)
+    if validate:
+        check.check_float("target_probs", P, ops)
+        check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
+        full = B == 0 or ops.scalar(j.min()) == K  # every row reads every position: no gather
+        pos1 = ops.arange(K + 1)
+        check.check_prob_rows("target_probs", P if full else P[pos1[None, :] <= j[:, None]], ops)
+        if Q is not None:
+            check.check_float("draft_probs", Q, ops)
+            check.check_prob_rows("draft_probs", Q if full else Q[valid], ops)
+    ua, us = _get_uniforms(ops, rng, uniforms, (B, K), B, validate)
+    return _core(ops, _Rows(P, None), None if Q is None else _Rows(Q, None), x, j, K, V, ua, us, rule)
+
+
+def verify_flat(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    draft_indptr: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+) -> Verification:
+    """Verify drafts in the flat ragged layout used by serving engines.
+
+    The layout: row b owns drafts ``draft_tokens[draft_indptr[b]:draft_indptr[b+1]]``
+    (K_b = draft_indptr[b+1] - draft_indptr[b] of them), their draft rows at the same
+    indices of ``draft_probs``, and K_b + 1 contiguous target rows starting at
+    ``draft_indptr[b] + b`` (one more per row for the bonus position).
+
+    Parameters
+    ----------
+    target_probs
+        Shape (N+B, V).
+    draft_probs
+        Shape (N, V), or ``None`` for a deterministic drafter.
+    draft_tokens
+        Shape (N,) integers.
+    draft_indptr
+        Shape (B+1,) non-decreasing integers starting at 0 and ending at N.
+    rng, uniforms, validate
+        As in :func:`verify`; explicit uniforms are ``accept`` (N,) and ``sample`` (B,).
+
+    Returns
+    -------
+    Verification
+        In the padded output form, with K = max K_b.
+    """
+    ops = ops_for(target_probs)
+    P = ops.asarray(target_probs)
+    x_flat = ops.asarray(draft_tokens)
+    indptr = ops.asarray(draft_indptr)
+    Q = None if draft_probs is None else ops.asarray(draft_probs)
+    check.check_ndim("draft_tokens", x_flat, 1, "(N,)")
+    check.check_ndim("draft_indptr", indptr, 1, "(B+1,)")
+    check.check_integer("draft_tokens", x_flat, ops)
+    check.check_integer("draft_indptr", indptr, ops)
+    N, B = int(x_flat.shape[0]), int(indptr.shape[0]) - 1
+    if B < 0:
+        raise InputError("draft_indptr", "shape (B+1,) with at least one entry", "shape (0,)")
+    check.check_ndim("target_probs", P, 2, "(N+B, V)")
+    V = int(P.shape[1])
+    check.check_shape("target_probs", P, (N + B, V), "(N+B, V)")
+    if Q is not None:
+        check.check_shape("draft_probs", Q, (N, V), "(N, V)")
+    if V < 1:
+        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
+    indptr = ops.to_int64(indptr)
+    x_flat = ops.to_int64(x_flat)
+    if int(indptr[0]) != 0 or int(indptr[-1]) != N:
+        raise InputError("draft_indptr", f"first entry 0 and last entry N = {N}",
+                         f"{int(indptr[0])} and {int(indptr[-1])}")  # fmt: skip
+    j = indptr[1:] - indptr[:-1]  # (B,)
+    if B and ops.scalar(j.min()) < 0:
+        raise InputError("draft_indptr", "non-decreasing offsets", "a decreasing step")
+    K = int(j.max()) if B else 0
+    pos = ops.arange(K)
+    valid = pos[None, :] < j[:, None]  # (B, K)
+    flat_idx = ops.where(valid, indptr[:-1, None] + pos[None, :], 0)  # (B, K) into (N,)
+    x = ops.where(valid, x_flat[flat_idx], PAD_TOKEN) if N else ops.full((B, K), PAD_TOKEN, np.int64)
+    if validate:
+        check.check_float("target_probs", P, ops)
+        check.check_range("draft_tokens", x_flat, 0, V - 1, ops, "token ids")
+        check.check_prob_rows("target_probs", P, ops)
+        if Q is not None:
+            check.check_float("draft_probs", Q, ops)
+            check.check_prob_rows("draft_probs", Q, ops)
+    ua_flat, us = _get_uniforms(ops, rng, uniforms, (N,), B, validate)
+    ua = ops.where(valid, ua_flat[flat_idx], 0.0) if N else ops.full((B, K), 0.0, np.float64)
+    starts = indptr[:-1]
+    P_rows = _Rows(P, starts + ops.arange(B))
+    Q_rows = None if Q is None else _Rows(Q, starts)
+    return _core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT)
+
+
+def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verification:
+    """Temperature-0 verification: equals plain greedy decoding token for token.
+
+    Accept while the draft equals the target argmax; at the first mismatch emit the argmax;
+    if every draft matches, the bonus is the argmax at position num_draft[b]. Ties go to the
+    lowest token id.
+
+    Parameters
+    ----------
+    target
+        Shape (B, K+1, V): target probabilities or logits (anything whose argmax is the
+        greedy token; -inf allowed, NaN not).
+    draft_tokens
+        Shape (B, K) integers; entries at positions >= num_draft[b] are ignored.
+    num_draft
+        Shape (B,) integers in [0, K].
+
+    Returns
+    -------
+    Verification
+        ``ratios`` is 1 where the draft matched the argmax and 0 where it did not;
+        the uniform fields are NaN (no randomness is used).
+    """
+    ops = ops_for(target)
+    T = ops.asarray(target)
+    x = ops.asarray(draft_tokens)
+    j = ops.asarray(num_draft)
+    check.check_ndim("draft_tokens", x, 2, "(B, K)")
+    B, K = int(x.shape[0]), int(x.shape[1])
+    check.check_ndim("target", T, 3, "(B, K+1, V)")
+    V = int(T.shape[2])
+    check.check_shape("target", T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
+    check.check_shape("num_draft", j, (B,), "(B,)")
+    if V < 1:
+        raise InputError("target", "a vocabulary of at least 1 token", "V = 0")
+    check.check_integer("draft_tokens", x, ops)
+    check.check_integer("num_draft", j, ops)
+    check.check_float("target", T, ops)
+    x, j = ops.to_int64(x), ops.to_int64(j)
+    check.check_range("num_draft", j, 0, K, ops, "draft counts")
+    pos = ops.arange(K)
+    valid = pos[None, :] < j[:, None]  # (B, K)
+    check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
+    if T.numel() if hasattr(T, "numel") else T.size:
+        if bool((T != T).any()):
+            raise InputError("target", "probabilities or logits without NaN", "NaN entries")
+    best = ops.argmax_last(T)  # (B, K+1)
+    match = (x == best[:, :K]) & valid  # (B, K)
+    n = ops.run_length(match)  # (B,)
+    ar = ops.arange(B)
+    tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = ops.where(pos[None, :] < n[:, None], x, PAD_TOKEN)
+    tokens[ar, n] = best[ar, n]
+    tested = valid & (pos[None, :] <= n[:, None])
+    nan = ops.full((B, K), float("nan"), np.float64)
+    ratios = ops.where(tested, ops.to_float64(match), nan)
+    return Verification(
+        tokens=tokens,
+        num_tokens=n + 1,
+        num_accepted=n,
+        accept_uniforms=nan,
+        ratios=ratios,
+        bonus=n == j,
+        sample_uniforms=ops.full((B,), float("nan"), np.float64),
+    )
+
+
+def _get_uniforms(
+    ops: NumpyOps | TorchOps,
+    rng: Any,
+    uniforms: Any,
+    accept_shape: tuple[int, ...],
+    B: int,
+    validate: bool,
+) -> tuple[Array, Array]:
+    """The accept uniforms (accept_shape) and sample uniforms (B,), as float64."""
+    if uniforms is None:
+        return ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))
+    if rng is not None:
+        raise InputError("uniforms", "either rng or uniforms, not both", "both")
+    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
+        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
+    ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
+    names = "(B, K)" if len(accept_shape) == 2 else "(N,)"
+    check.check_shape("uniforms.accept", ua, accept_shape, names)
+    check.check_shape("uniforms.sample", us, (B,), "(B,)")
+    if validate:
+        check.check_uniforms("uniforms.accept", ua, ops)
+        check.check_uniforms("uniforms.sample", us, ops)
+    return ua, us
+
+
+def _core(
+    ops: NumpyOps | TorchOps,
+    P: _Rows,
+    Q: _Rows | None,
+    x: Array,
+    j: Array,
+    K: int,
+    V: int,
+    ua: Array,
+    us: Array,
+    rule: Rule,
+) -> Verification:
+    """The rule on validated inputs. x (B, K) int64, j (B,), ua (B, K), us (B,) float64."""
+    B = int(j.shape[0])
+    ar = ops.arange(B)
+    pos = ops.arange(K)
+    valid = pos[None, :] < j[:, None]  # (B, K)
+    xs = ops.where(valid, x, 0)  # (B, K) safe column indices
+    px = P.at(ar[:, None], pos[None, :], xs)  # (B, K) p_i(x_i)
+    if Q is None or int(Q.table.shape[0]) == 0:  # no draft rows at all: nothing valid to read
+        qx = ops.full((B, K), 1.0, np.float64)
+    else:
+        qx = Q.at(ar[:, None], pos[None, :], xs)
+    coins = ua if rule.accept_coins == "fresh" else ua[:, :1] + 0 * ua  # (B, K)
+    passed = (qx > 0) & (coins * qx < px) & valid  # (B, K)
+    first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
+    rejected = first_fail < j  # (B,)
+    if rule.count == "run":
+        kept, n = pos[None, :] < first_fail[:, None], first_fail
+        tested = valid & (pos[None, :] <= first_fail[:, None])
+        emitted = ops.where(kept, x, PAD_TOKEN)  # (B, K)
+    else:
+        kept, tested = passed, valid
+        n = passed.sum(-1)
+        order = _sort_idx(ops, ops.where(kept, pos[None, :], K + pos[None, :]))  # kept first
+        emitted = ops.where(pos[None, :] < n[:, None], _take_along(ops, x, order), PAD_TOKEN)
+    samples = rejected | (rule.bonus != "none")  # (B,) rows that draw one more token
+    sp = first_fail  # (B,) position whose target row is drawn from
+    if rule.bonus == "last":
+        sp = ops.where(rejected, sp, K)
+    u_draw = us
+    if rule.sample_coin == "reused" and K:
+        u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
+    token = _draw(ops, P, Q, xs, sp, rejected, u_draw, V, K, rule)  # (B,)
+
+    tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = emitted
+    tokens[ar, n] = ops.where(samples, token, PAD_TOKEN)
+    nan = float("nan")
+    qx_safe = ops.where(qx > 0, qx, 1.0)
+    return Verification(
+        tokens=tokens,
+        num_tokens=n + ops.to_int64(samples),
+        num_accepted=n,
+        accept_uniforms=ops.where(tested, coins, nan),
+        ratios=ops.where(tested & (qx > 0), ops.to_float64(px) / qx_safe, nan),
+        bonus=~rejected & samples,
+        sample_uniforms=ops.where(samples, u_draw, nan),
+    )
+
+
+def _draw(
+    ops: NumpyOps | TorchOps,
+    P: _Rows,
+    Q: _Rows | None,
+    xs: Array,
+    sp: Array,
+    rejected: Array,
+    u: Array,
+    V: int,
+    K: int,
+    rule: Rule,
+) -> Array:
+    """One token per row: from the residual at rejected rows, from p at the others."""
+    if rule.replacement == "unclamped":
+        return _draw_unclamped(ops, P, Q, xs, sp, rejected, u)
+    residual = rejected if rule.replacement == "residual" else rejected & False
+    return _sample.draw(ops, P, Q, xs, sp, residual, u, V)
+
+
+def _draw_unclamped(
+    ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, xs: Array, sp: Array, rejected: Array, u: Array
+) -> Array:
+    """The unclamped-residual mistake: inverse CDF over p - q, normalized by its positive mass.
+
+    The running sum of p - q is not monotone, so "first index whose running sum exceeds
+    u * mass" lands on the wrong tokens; the last token if it never does.
+    """
+    B = int(sp.shape[0])
+    w = ops.to_float64(P.at(ops.arange(B), sp))  # (B, V)
+    rej = ops.nonzero(rejected)
+    if int(rej.shape[0]):
+        if Q is None:
+            x = xs[rej, sp[rej]]
+            w[rej, x] = w[rej, x] - 1
+        else:
+            w[rej] = w[rej] - ops.to_float64(Q.at(rej, sp[rej]))
+    cdf = ops.cumsum64(w)  # (B, V)
+    mass = ops.cumsum64(ops.clamp_min0(w + 0))[:, -1]  # (B,) sum max(0, p - q), the true mass
+    above = cdf > (u * mass)[:, None]  # (B, V)
+    first = ops.argmax_last(ops.to_int64(above))
+    return ops.where(ops.any_last(above), first, int(w.shape[1]) - 1)
+
+
+def _sort_idx(ops: NumpyOps | TorchOps, key: Array) -> Array:
+    if isinstance(ops, NumpyOps):
+        return np.argsort(key, axis=1, kind="stable")
+    return ops.torch.argsort(key, dim=1, stable=True)
+
+
+def _take_along(ops: NumpyOps | TorchOps, x: Array, idx: Array) -> Array:
+    if isinstance(ops, NumpyOps):
+        return np.take_along_axis(x, idx, axis=1)
+    return ops.torch.gather(x, 1, idx)
