@@ -1,0 +1,109 @@
+"""Context-dependent target and drafter: Markov chains over V tokens with a start state.
+
+# V vocabulary, L sequence length
+
+A chain is the smallest model whose next-token distribution changes with context, which is
+what makes an end-to-end test meaningful: p and q differ at every position, and a verifier
+that mixes up positions or contexts produces the wrong *joint* law even when every single
+position looks right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from .errors import InputError
+
+START = -1  # the context before the first token
+
+
+class MarkovChain(NamedTuple):
+    """``table`` (V+1, V): row 0 is the start distribution, row t+1 follows token t."""
+
+    table: np.ndarray
+
+    @property
+    def V(self) -> int:
+        return int(self.table.shape[1])
+
+    def probs(self, prev: np.ndarray | int) -> np.ndarray:
+        """Next-token distributions after ``prev`` (any shape, START for none): (..., V)."""
+        return self.table[np.asarray(prev) + 1]
+
+    def joint_law(self, L: int) -> np.ndarray:
+        """Exact law of the first L tokens: shape (V,) * L, a product of transitions."""
+        law = self.table[0].copy()  # (V,)
+        for _ in range(L - 1):
+            law = law[..., :, None] * self.table[1:]  # (..., V) -> (..., V, V): x_prev, x_next
+        return law
+
+    def greedy_path(self, L: int) -> np.ndarray:
+        """Plain greedy decoding: argmax at each step, ties to the lowest id. Shape (L,)."""
+        out, prev = [], START
+        for _ in range(L):
+            prev = int(np.argmax(self.probs(prev)))
+            out.append(prev)
+        return np.array(out, dtype=np.int64)
+
+
+def make_chain(table: np.ndarray, name: str = "table") -> MarkovChain:
+    """Validate a (V+1, V) table of probability rows and wrap it."""
+    t = np.asarray(table, dtype=np.float64)
+    if t.ndim != 2 or t.shape[0] != t.shape[1] + 1 or t.shape[1] < 1:
+        raise InputError(name, "shape (V+1, V): a start row and one row per token", f"shape {t.shape}")
+    if not np.isfinite(t).all() or (t < 0).any():
+        raise InputError(name, "finite non-negative probabilities", "NaN, infinite or negative entries")
+    sums = t.sum(1)
+    if np.abs(sums - 1).max() > 1e-9:
+        raise InputError(
+            name, "rows summing to 1 (tolerance 1e-9)", f"a row summing to {sums[np.abs(sums - 1).argmax()]:.6g}"
+        )
+    return MarkovChain(t)
+
+
+def random_chain(
+    V: int, rng: np.random.Generator, *, concentration: float = 1.0, zero_fraction: float = 0.0
+) -> MarkovChain:
+    """A random chain: Dirichlet(concentration) rows, optionally with zeros in each support.
+
+    ``zero_fraction`` of each row's entries (rounded down, never all) are set to exactly 0
+    and the row renormalized, so tests meet tokens the target or the drafter cannot produce.
+    """
+    if V < 1:
+        raise InputError("V", "at least 1 token", str(V))
+    if not 0 <= zero_fraction < 1:
+        raise InputError("zero_fraction", "a fraction in [0, 1)", str(zero_fraction))
+    table = rng.dirichlet(np.full(V, concentration), size=V + 1)  # (V+1, V)
+    n_zero = min(int(zero_fraction * V), V - 1)
+    if n_zero:
+        for row in table:  # V+1 rows of a small test chain
+            row[rng.choice(V, size=n_zero, replace=False)] = 0.0
+        table /= table.sum(1, keepdims=True)
+    return MarkovChain(table)
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """How draft tokens are proposed from a chain, and what q the verifier is told.
+
+    ``mode``:
+    - ``"sample"``: draw x from the chain's row and report that row as q (the usual case);
+    - ``"argmax"``: take the row's argmax and report no q (a deterministic drafter, verified
+      with ``draft_probs=None``; lossless whatever the proposal rule);
+    - ``"argmax_reports_softmax"``: take the argmax but report the full row as q, the
+      pipeline mistake in :mod:`specviz.bugs`.
+    """
+
+    chain: MarkovChain
+    mode: Literal["sample", "argmax", "argmax_reports_softmax"] = "sample"
+
+    @property
+    def reports_q(self) -> bool:
+        return self.mode != "argmax"
+
+    @property
+    def samples(self) -> bool:
+        return self.mode == "sample"

@@ -1,0 +1,157 @@
+"""Goodness-of-fit of sampled sequences against an exact law, with the test's power beside it.
+
+# N sequences, L tokens, V vocabulary, C cells (V**L for the joint test)
+
+Pearson's chi-square on the joint distribution of the first L tokens. Cells whose expected
+count is below ``min_expected`` are pooled into one cell (and that cell into the smallest
+other one if it is still too small), the usual condition for the chi-square approximation.
+Cells the target gives probability 0 are left out of the statistic, but a single sample in
+one of them fails the test outright: the target cannot produce it.
+
+A "pass" says nothing without the test's power, so every result carries ``detectable_tv``:
+with probability at least ``power``, the test flags *any* shift of the law whose
+total-variation distance from the target is at least this much (as resolved by the pooled
+cells). The argument: a shift d of the cell probabilities has chi-square divergence
+D = sum d^2 / p0 >= (sum |d|)^2 = (2 TV)^2 by Cauchy-Schwarz, and the statistic then follows
+approximately a noncentral chi-square with noncentrality N * D; so once 4 N TV^2 reaches
+the noncentrality lam* at which the test's power is ``power``, the shift is detected.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import optimize, stats
+
+from .errors import InputError
+
+ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
+MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this
+POWER = 0.99
+
+
+class ChiSquare(NamedTuple):
+    statistic: float
+    dof: int
+    p_value: float
+    critical_value: float  # at level alpha
+    alpha: float
+    tv: float  # total variation between observed frequencies and the law (all cells)
+    detectable_tv: float  # smallest TV shift detected with probability >= power
+    power: float
+    n: int
+    cells: int  # cells after pooling
+    impossible: int  # samples in cells of probability 0
+    passed: bool  # statistic below the critical value and no impossible sample
+
+
+def counts(sequences: np.ndarray, V: int, L: int | None = None) -> np.ndarray:
+    """Joint counts of the first L tokens: sequences (N, >= L) -> (V**L,) in base-V order."""
+    seq = np.asarray(sequences)
+    if seq.ndim != 2:
+        raise InputError("sequences", "shape (N, L)", f"shape {seq.shape}")
+    L = seq.shape[1] if L is None else L
+    if seq.shape[1] < L:
+        raise InputError("sequences", f"at least L = {L} tokens per row", f"{seq.shape[1]}")
+    seq = seq[:, :L]
+    if seq.size and (seq.min() < 0 or seq.max() >= V):
+        raise InputError("sequences", f"tokens in [0, {V})", f"range [{seq.min()}, {seq.max()}]")
+    code = np.zeros(seq.shape[0], dtype=np.int64)
+    for t in range(L):
+        code = code * V + seq[:, t]
+    return np.bincount(code, minlength=V**L).astype(np.float64)
+
+
+def chi_square(
+    observed: np.ndarray,
+    expected_probs: np.ndarray,
+    *,
+    alpha: float = ALPHA,
+    min_expected: float = MIN_EXPECTED,
+    power: float = POWER,
+) -> ChiSquare:
+    """Pearson chi-square of observed counts (C,) against cell probabilities (C,)."""
+    obs = np.asarray(observed, dtype=np.float64).ravel()
+    p0 = np.asarray(expected_probs, dtype=np.float64).ravel()
+    if obs.shape != p0.shape:
+        raise InputError("observed", f"as many cells as expected_probs ({p0.size})", f"{obs.size}")
+    if not 0 < alpha < 1:
+        raise InputError("alpha", "a level in (0, 1)", str(alpha))
+    if (p0 < 0).any() or abs(p0.sum() - 1) > 1e-9:
+        raise InputError("expected_probs", "probabilities summing to 1", f"sum {p0.sum():.6g}")
+    n = int(obs.sum())
+    if n == 0:
+        raise InputError("observed", "at least one sample", "0")
+    tv = 0.5 * float(np.abs(obs / n - p0).sum())
+    impossible = int(obs[p0 == 0].sum())
+    o, e = _pool(obs[p0 > 0], n * p0[p0 > 0], min_expected)
+    dof = max(len(o) - 1, 0)
+    stat = float(((o - e) ** 2 / e).sum()) if dof else 0.0
+    crit = float(stats.chi2.isf(alpha, dof)) if dof else 0.0
+    pval = float(stats.chi2.sf(stat, dof)) if dof else 1.0
+    if impossible:
+        stat, pval = float("inf"), 0.0
+    return ChiSquare(
+        statistic=stat,
+        dof=dof,
+        p_value=pval,
+        critical_value=crit,
+        alpha=alpha,
+        tv=tv,
+        detectable_tv=detectable_tv(n, dof, alpha=alpha, power=power),
+        power=power,
+        n=n,
+        cells=len(o),
+        impossible=impossible,
+        passed=bool(stat <= crit and not impossible),
+    )
+
+
+def _pool(obs: np.ndarray, exp: np.ndarray, min_expected: float) -> tuple[np.ndarray, np.ndarray]:
+    small = exp < min_expected
+    if not small.any():
+        return obs, exp
+    o = np.append(obs[~small], obs[small].sum())
+    e = np.append(exp[~small], exp[small].sum())
+    if e[-1] < min_expected and len(e) > 1:  # still too small: merge into the smallest other cell
+        k = int(np.argmin(e[:-1]))
+        o[k] += o[-1]
+        e[k] += e[-1]
+        o, e = o[:-1], e[:-1]
+    return o, e
+
+
+def detectable_tv(n: int, dof: int, *, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest TV shift detected with probability >= power by a level-alpha test of n samples."""
+    if dof < 1 or n < 1:
+        return float("inf")
+    crit = stats.chi2.isf(alpha, dof)
+
+    def gap(lam: float) -> float:
+        return stats.ncx2.sf(crit, dof, lam) - power
+
+    hi = 1.0
+    while gap(hi) < 0:
+        hi *= 2
+    lam = optimize.brentq(gap, 1e-9, hi, xtol=1e-6)
+    return float(0.5 * np.sqrt(lam / n))
+
+
+def joint_test(sequences: np.ndarray, law: np.ndarray, **kw: float) -> ChiSquare:
+    """Chi-square of the joint law of the first L tokens; law has shape (V,) * L."""
+    law = np.asarray(law)
+    V, L = law.shape[0], law.ndim
+    return chi_square(counts(sequences, V, L), law.ravel(), **kw)
+
+
+def position_tests(sequences: np.ndarray, law: np.ndarray, **kw: float) -> list[ChiSquare]:
+    """One chi-square per position t on the marginal law of token t alone."""
+    law = np.asarray(law)
+    V, L = law.shape[0], law.ndim
+    seq = np.asarray(sequences)[:, :L]
+    out = []
+    for t in range(L):
+        marginal = law.sum(axis=tuple(a for a in range(L) if a != t))
+        out.append(chi_square(np.bincount(seq[:, t], minlength=V), marginal, **kw))
+    return out
