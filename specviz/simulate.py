@@ -42,6 +42,7 @@ class Simulation(NamedTuple):
     mean_num_draft: float  # mean drafts per verification
     accept_by_position: np.ndarray  # (K,) accepted / tested at each draft position
     tested_by_position: np.ndarray  # (K,) how many drafts were tested at each position
+    expected_tokens_per_round: float  # mean of expected[ctx, num_draft] over the rounds run; NaN without it
 
 
 def garbage_token(V: int) -> int:
@@ -107,6 +108,7 @@ def generate(
     rng: np.random.Generator,
     ragged: bool = False,
     greedy: bool = False,
+    expected: np.ndarray | None = None,
 ) -> Simulation:
     """Generate n sequences of L tokens by repeated draft-and-verify rounds.
 
@@ -125,6 +127,7 @@ def generate(
     length = np.zeros(n, dtype=np.int64)
     tok_sum = tok_sq = 0.0
     draft_sum = 0
+    expected_sum = 0.0
     calls = 0
     accepted = np.zeros(K, dtype=np.int64)
     tested = np.zeros(K, dtype=np.int64)
@@ -146,6 +149,8 @@ def generate(
         tok_sum += float(num.sum())
         tok_sq += float((num.astype(np.float64) ** 2).sum())
         draft_sum += int(j.sum())
+        if expected is not None:
+            expected_sum += float(expected[ctx + 1, j].sum())
         n_acc = np.asarray(res.num_accepted)
         pos = np.arange(K)
         tested += ((pos[None, :] <= n_acc[:, None]) & (pos[None, :] < j[:, None])).sum(0)
@@ -167,6 +172,7 @@ def generate(
         mean_num_draft=draft_sum / max(calls, 1),
         accept_by_position=accepted / np.maximum(tested, 1),
         tested_by_position=tested,
+        expected_tokens_per_round=expected_sum / max(calls, 1) if expected is not None else float("nan"),
     )
 
 

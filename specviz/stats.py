@@ -99,7 +99,7 @@ def chi_square(
         critical_value=crit,
         alpha=alpha,
         tv=tv,
-        detectable_tv=detectable_tv(n, dof, alpha=alpha, power=power),
+        detectable_tv=_detectable(n, dof, bool((p0 == 0).any()), alpha, power),
         power=power,
         n=n,
         cells=len(o),
@@ -120,6 +120,14 @@ def _pool(obs: np.ndarray, exp: np.ndarray, min_expected: float) -> tuple[np.nda
         e[k] += e[-1]
         o, e = o[:-1], e[:-1]
     return o, e
+
+
+def _detectable(n: int, dof: int, has_zero_cells: bool, alpha: float, power: float) -> float:
+    if dof == 0 and has_zero_cells:
+        # One possible cell (a greedy target): any shift puts mass t on impossible cells, and
+        # one sample there fails the test, which happens with probability 1 - (1 - t)^n.
+        return float(1 - (1 - power) ** (1 / n))
+    return detectable_tv(n, dof, alpha=alpha, power=power)
 
 
 def detectable_tv(n: int, dof: int, *, alpha: float = ALPHA, power: float = POWER) -> float:

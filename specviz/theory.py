@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import InputError
+from .markov import Drafter, MarkovChain
 
 PROB_ATOL = 1e-9  # |sum - 1| allowed for the float64 vectors of the closed forms
 
@@ -104,3 +105,105 @@ def total_variation(a: object, b: object) -> float:
     if x.shape != y.shape:
         raise InputError("b", f"shape {x.shape}", f"shape {y.shape}")
     return float(0.5 * np.abs(x - y).sum())
+
+
+# --- the output law of one position, for the rule and for each classic mistake ------------------
+#
+# A context-free position: every draft position has the same target p and draft q, and the
+# row has K drafts. The law is that of the *first emitted token*. Where a mistake only
+# shows in later tokens (shared_uniform) or only changes speed (no_bonus), the first token
+# is still p: that is the lesson, and the joint test is what catches them.
+
+NOT_AT_ONE_POSITION = ("wrong_bonus_row",)  # needs ragged rows: no single-position law
+
+
+def position_law(target_probs: object, draft_probs: object, bug: str | None = None, *, K: int = 1) -> np.ndarray | None:
+    """Exact law (V,) of the first emitted token under the rule or the named mistake.
+
+    Returns ``None`` for a mistake that has no single-position law (see
+    :data:`NOT_AT_ONE_POSITION`). ``K`` matters only for ``count_after_rejection``.
+    """
+    p, q = _pair(target_probs, draft_probs)
+    d = decompose(p, q)
+    if bug is None or bug in ("shared_uniform", "no_bonus"):
+        return d.output if K > 0 else p.copy()
+    if bug in NOT_AT_ONE_POSITION:
+        return None
+    if bug == "resample_from_p":
+        return d.accepted + d.total_variation * p
+    if bug == "unclamped_residual":
+        return d.accepted + d.total_variation * _unclamped_draw_law(p, q)
+    if bug == "count_after_rejection":
+        a = d.acceptance_rate
+        if a == 0:
+            return d.residual.copy()
+        none_pass = (1 - a) ** K  # no draft's coin passes: the replacement comes first
+        return (1 - none_pass) * d.accepted / a + none_pass * d.residual
+    if bug == "reused_coin":
+        return d.accepted + _reused_coin_replacement(p, q, d)
+    if bug == "greedy_draft_sampled_q":
+        x = int(np.argmax(q))  # drafted with certainty, but q(x) < 1 is reported
+        r = min(1.0, p[x] / q[x])
+        out = (1 - r) * d.residual
+        out[x] += r
+        return out
+    from .bugs import BUGS  # late import: bugs imports verify, which needs nothing from here
+
+    raise InputError("bug", "one of " + ", ".join(BUGS), repr(bug))
+
+
+def _unclamped_draw_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Law of "first index whose running sum of p - q exceeds u * mass", last index if none."""
+    diff = p - q
+    mass = np.maximum(diff, 0).sum()
+    out = np.zeros_like(p)
+    if mass <= 0:
+        out[:] = p
+        return out
+    running_max = np.maximum.accumulate(np.cumsum(diff))  # first i with cdf_i > t <=> M_i > t
+    reach = np.clip(running_max, 0, mass)  # t = u * mass ranges over [0, mass)
+    out[:] = np.diff(np.concatenate([[0.0], reach])) / mass
+    out[-1] += (mass - reach[-1]) / mass  # never exceeded: the last token
+    return out
+
+
+def _reused_coin_replacement(p: np.ndarray, q: np.ndarray, d: Decomposition) -> np.ndarray:
+    """Mass of each replacement token when the rejecting coin u in [r, 1) is reused."""
+    out = np.zeros_like(p)
+    if d.total_variation <= 0:
+        return out
+    cdf = np.cumsum(d.residual)
+    lo = np.concatenate([[0.0], cdf[:-1]])
+    for x in np.flatnonzero(q > p):  # only drafts with p/q < 1 can be rejected
+        r = p[x] / q[x]
+        overlap = np.clip(np.minimum(cdf, 1.0) - np.maximum(lo, r), 0, None)  # |[lo, cdf) ∩ [r, 1)|
+        out += q[x] * overlap  # P(draft x) * P(u in that piece), u uniform on [0, 1)
+    return out
+
+
+def chain_expected_tokens(target: MarkovChain, drafter: Drafter, K: int, *, bonus: bool = True) -> np.ndarray:
+    """Exact expected tokens of one verification, by context and draft count: (V+1, K+1).
+
+    Row c is the context (0 = start, t+1 = after token t), column j the number of drafts.
+    alpha_i(c), the probability that the first i drafts are all accepted, obeys
+    alpha_i(c) = sum_x m(c, x) alpha_{i-1}(x) with m(c, x) = P(x drafted and accepted | c)
+    = min(p_c(x), q_c(x)) for a sampling drafter; then E[tokens | c, j] = sum_{i<=j} alpha_i(c)
+    (the replacement or bonus adds the one token beyond the accepted ones), minus alpha_j(c)
+    without the bonus. Comparing the measured mean with the mean of this table over the
+    contexts actually met is an exact test of tokens per step, even for context-dependent
+    chains.
+    """
+    P, Q = target.table, drafter.chain.table  # (V+1, V)
+    if drafter.mode == "sample":
+        m = np.minimum(P, Q)
+    else:  # the argmax x* is drafted with certainty; accepted w.p. p(x*) or min(1, p/q) if q is reported
+        x = np.argmax(Q, axis=1)
+        r = np.arange(len(x))
+        m = np.zeros_like(P)
+        px, qx = P[r, x], Q[r, x]
+        m[r, x] = px if drafter.mode == "argmax" else np.minimum(1.0, px / np.where(qx > 0, qx, 1.0))
+    alpha = np.ones((K + 1, P.shape[0]))  # alpha[i, c]
+    for i in range(1, K + 1):
+        alpha[i] = m @ alpha[i - 1, 1:]  # next context after drafting token x is row x + 1
+    table = np.cumsum(alpha, axis=0).T  # (V+1, K+1)
+    return table if bonus else table - alpha.T
