@@ -236,3 +236,31 @@ def run_suite(
         if all(r.passed for r in mine):
             failures.append(f"{b} was not caught in {', '.join(r.scenario for r in mine)}")
     return SuiteResult(results, not failures, failures)
+
+
+class Calibration(NamedTuple):
+    trials: int
+    rejections: int  # runs whose joint test rejected at level alpha
+    rate: float
+    alpha: float
+    binom_p: float  # two-sided binomial test of rejections ~ Binomial(trials, alpha)
+    consistent: bool  # binom_p above the level of this meta-test (0.001)
+
+
+def calibrate(
+    scenario: str = "reference",
+    *,
+    seeds: Iterable[int] = range(100),
+    n: int = 100_000,
+    alpha: float = 0.01,
+    bug: Bug | None = None,
+) -> Calibration:
+    """How often the joint test rejects the correct verifier at level alpha, over many seeds.
+
+    A calibrated test rejects in about a fraction alpha of honest runs: too often means the
+    chi-square approximation (or the pooling) is off, too rarely means it is conservative.
+    """
+    seeds = list(seeds)
+    rejected = sum(not run_case(scenario, n=n, seed=s, alpha=alpha, bug=bug).joint.passed for s in seeds)
+    p = float(sps.binomtest(rejected, len(seeds), alpha).pvalue)
+    return Calibration(len(seeds), rejected, rejected / len(seeds), alpha, p, p > 0.001)
