@@ -41,12 +41,14 @@ def make_inputs(V: int, seed: int = 0):
     return target.astype(np.float32), draft.astype(np.float32), tokens, np.full(B, K)
 
 
-def median_time(fn, repeat: int) -> float:
+def median_time(fn, repeat: int, sync=lambda: None) -> float:
     fn()  # warm-up
+    sync()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
@@ -66,13 +68,16 @@ def main() -> None:
         tbuf = torch.from_numpy(buf)
         tt = [torch.from_numpy(a) for a in (target, draft, tokens, num)]
         tu = tuple(torch.from_numpy(a) for a in u)
-        for backend, args_v, uni, read in (
-            ("numpy", (target, draft, tokens, num), u, buf.sum),
-            ("torch-cpu", tt, tu, tbuf.sum),
-        ):
-            t_read = median_time(read, args.repeat)
+        runs = [("numpy", (target, draft, tokens, num), u, buf.sum, lambda: None),
+                ("torch-cpu", tt, tu, tbuf.sum, lambda: None)]  # fmt: skip
+        if torch.cuda.is_available():  # same inputs on the GPU; timings synchronize the device
+            runs.append(("torch-cuda", [a.cuda() for a in tt], tuple(a.cuda() for a in tu), tbuf.cuda().sum,
+                         torch.cuda.synchronize))  # fmt: skip
+        for backend, args_v, uni, read, sync in runs:
+            t_read = median_time(read, args.repeat, sync)
             for validate in (False, True):
-                t_ver = median_time(lambda a=args_v, v=validate, w=uni: verify(*a, uniforms=w, validate=v), args.repeat)
+                t_ver = median_time(lambda a=args_v, v=validate, w=uni: verify(*a, uniforms=w, validate=v),
+                                    args.repeat, sync)  # fmt: skip
                 print(
                     f"{V:>7} {backend:>10} {str(validate):>8} {t_ver * 1e3:>10.2f} {t_read * 1e3:>8.2f} "
                     f"{t_ver / t_read:>6.1f}  {n_bytes / 1e6:.1f} ({rejected}/{B} rows rejected)"
