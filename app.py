@@ -1,4 +1,4 @@
-"""specviz: the Streamlit entry point. Page config, shared state, navigation; no math here."""
+"""specviz: the Streamlit entry point. Page config, shared sidebar, navigation; no math here."""
 
 from __future__ import annotations
 
@@ -6,8 +6,18 @@ import streamlit as st
 
 st.set_page_config(page_title="specviz: lossless speculative sampling", page_icon="🎯", layout="wide")
 
+# Titles and url paths are part of the app's interface: shared links and the browser tests use them.
 PAGES = [
-    st.Page("pages/home.py", title="Home", icon="🏠", default=True),
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/exact.py", title="Why it is exact", icon=":material/balance:", url_path="why-exact"),
+    st.Page("pages/batch.py", title="Batch", icon=":material/view_column:", url_path="batch"),
+    st.Page("pages/bug_lab.py", title="Bug lab", icon=":material/bug_report:", url_path="bug-lab"),
+    st.Page("pages/tokens.py", title="Tokens per step", icon=":material/trending_up:", url_path="tokens-per-step"),
 ]
 
-st.navigation(PAGES).run()
+page = st.navigation(PAGES)
+with st.sidebar:
+    st.caption(
+        "Every page keeps its settings, seed included, in the address bar: copy the link to reproduce a demo exactly."
+    )
+page.run()

@@ -1,0 +1,215 @@
+"""Why it is exact: one position, your own p and q, the decomposition, the bugs, sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from specviz import InputError, figures, theory
+from specviz import app_support as sup
+from specviz.bugs import BUGS
+
+S = "exact."  # session-state prefix of this page
+NONE = "none"
+PARAMS = [
+    sup.floats_param("p", sup.REFERENCE_P),
+    sup.floats_param("q", [0.25] * 4),
+    sup.choice_param("bug", NONE, [NONE, *BUGS]),
+    sup.int_param("K", 1, 1, sup.MAX_POSITION_K),
+    sup.int_param("seed", 0, 0, 2**32 - 1),
+]
+SAMPLE_SIZES = (1, 1_000, 100_000)
+
+link_notes = sup.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+st.session_state.setdefault(S + "table_version", 0)
+
+
+def load_preset() -> None:
+    name = st.session_state[S + "preset"]
+    if name is None:
+        return
+    st.session_state[S + "p"], st.session_state[S + "q"] = sup.preset(name, int(st.session_state[S + "seed"]))
+    st.session_state[S + "table_version"] += 1  # a fresh editor: the preset replaces any edits
+    st.session_state[S + "preset"] = None  # the selectbox is a loader, the table is the state
+
+
+st.title("Why it is exact")
+st.caption(
+    "One position: target p, draft q. A draft x is accepted with probability min(1, p(x)/q(x)); after a rejection "
+    "one token is drawn from the residual max(0, p − q), normalized. Edit p and q, break the rule, sample it."
+)
+for note in link_notes:
+    st.warning(note, icon=":material/link:")
+
+# --- p and q ---------------------------------------------------------------------------------------
+left, right = st.columns([2, 3], gap="large")
+with left:
+    st.subheader("Your p and q")
+    st.selectbox(
+        "Load a preset",
+        sup.PRESETS,
+        index=None,
+        key=S + "preset",
+        placeholder="choose a preset to replace the table…",
+        format_func=lambda name: f"{name}: {sup.PRESET_HELP[name]}",
+        on_change=load_preset,
+    )
+    raw_p, raw_q = list(st.session_state[S + "p"]), list(st.session_state[S + "q"])
+    width = max(len(raw_p), len(raw_q))
+    base = pd.DataFrame(
+        {"p": raw_p + [np.nan] * (width - len(raw_p)), "q": raw_q + [np.nan] * (width - len(raw_q))},
+        dtype="float64",
+    ).rename_axis("token")
+    edited = st.data_editor(
+        base,
+        key=f"{S}table{st.session_state[S + 'table_version']}",
+        num_rows="dynamic",
+        column_config={
+            "p": st.column_config.NumberColumn("p (target)", format="%.4f", help="target probability of this token"),
+            "q": st.column_config.NumberColumn("q (draft)", format="%.4f", help="draft probability of this token"),
+        },
+    )
+    typed_p, typed_q = edited["p"].tolist(), edited["q"].tolist()
+    st.caption(f"Add or delete rows to change the vocabulary (at most {sup.MAX_TABLE_V} tokens).")
+    dists = {}
+    for name, typed in (("p", typed_p), ("q", typed_q)):
+        try:
+            dists[name] = sup.parse_distribution(typed, name)
+        except InputError as e:
+            st.error(f"{e}. Fix the table: the rest of the page waits for a valid {name}.", icon=":material/error:")
+            continue
+        if dists[name].note:
+            st.info(
+                dists[name].note.capitalize() + ": every number below uses the divided values.",
+                icon=":material/functions:",
+            )
+
+    seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
+
+ok = len(dists) == 2
+p = dists["p"].probs if ok else None
+q = dists["q"].probs if ok else None
+
+# --- the decomposition -----------------------------------------------------------------------------
+with right:
+    st.subheader("min(p, q) + (1 − a)·residual = p")
+    if not ok:
+        st.info("The figures appear once p and q are valid distributions.")
+    else:
+        d = theory.decompose(p, q)
+        c1, c2, c3 = st.columns(3)
+        c1.metric("acceptance rate a", f"{d.acceptance_rate:.4f}", help="a = Σ min(p, q)")
+        c2.metric("TV(p, q) = 1 − a", f"{d.total_variation:.4f}", help="total variation distance between p and q")
+        c3.metric("largest |output − p|", f"{d.max_abs_error:.2e}", help="min(p, q) + (1 − a)·residual against p")
+        st.plotly_chart(figures.decomposition_bar(p, q), key=S + "decomposition")
+        columns = {
+            "p": (p, "target probability"),
+            "q": (q, "draft probability"),
+            "min(p,q)": (d.accepted, "emitted by acceptance"),
+            "P(accept)": (d.accept_prob, "min(1, p/q): chance a drafted token is kept"),
+            "residual r": (d.residual, "max(0, p − q) / (1 − a): the replacement law"),
+            "(1−a)·r": (d.replaced, "emitted by replacement"),
+        }
+        st.dataframe(
+            pd.DataFrame({name: v for name, (v, _) in columns.items()}).rename_axis("token"),
+            column_config={
+                name: st.column_config.NumberColumn(format="%.4f", help=h) for name, (_, h) in columns.items()
+            },
+        )
+        st.caption(
+            "Accept probability 1 where q(x) = 0: such a token is never drafted. The residual is where q "
+            "under-proposes; it is p itself only in the unreachable case a = 1."
+        )
+
+# --- break it --------------------------------------------------------------------------------------
+st.divider()
+st.subheader("Break it: the exact law of each mistake")
+b1, b2 = st.columns([1, 2], gap="large")
+with b1:
+    bug = st.selectbox("Bug", [NONE, *BUGS], key=S + "bug", help="one step of the rule swapped for a classic mistake")
+    K = st.slider("Drafts per row K", 1, sup.MAX_POSITION_K, key=S + "K", help="matters for count_after_rejection")
+    if bug != NONE:
+        info = BUGS[bug]
+        st.markdown(f"**{info.title}.** {info.explanation}")
+        st.caption(f"Caught by: {info.caught_by}.")
+    else:
+        st.caption("The correct rule: its law is p, whatever p and q are.")
+
+link = sup.encode_params({"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}, PARAMS)
+if st.query_params.to_dict() != link:  # the address bar reproduces what is shown, typos included
+    st.query_params.from_dict(link)
+
+with b2:
+    if not ok:
+        st.info("Fix p and q above to see the output law.")
+    else:
+        law = theory.position_law(p, q, None if bug == NONE else bug, K=K)
+        samples_key = (tuple(p), tuple(q), bug, K, seed)
+        state = st.session_state.get(S + "samples")
+        if state is None or state["key"] != samples_key:
+            state = {"key": samples_key, "counts": np.zeros(len(p), dtype=np.int64), "clicks": 0, "trace": None}
+            st.session_state[S + "samples"] = state
+
+        m1, m2 = st.columns(2)
+        if law is None:
+            m1.metric("TV(output law, p)", "no single-position law")
+            st.info(
+                f"**{bug}** has no single-position law: it reads the bonus from padded row K instead of row "
+                "num_draft[b], which differs only when a row has fewer drafts than the padded width. Here every row "
+                "has K drafts and every target row is p, so what you sample below is p. See it fail in the Bug lab, "
+                "scenario 'ragged'."
+            )
+        else:
+            m1.metric("TV(output law, p)", f"{theory.total_variation(law, p):.6f}", help="exact, from theory")
+
+        buttons = st.columns(len(SAMPLE_SIZES) + 1)
+        for col, n in zip(buttons, SAMPLE_SIZES, strict=False):
+            if col.button(f"Sample x{n:,}", key=f"{S}sample{n}"):
+                try:
+                    draws = sup.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state["clicks"]])
+                except InputError as e:
+                    st.error(str(e))
+                else:
+                    state["clicks"] += 1
+                    state["counts"] = state["counts"] + np.bincount(draws.first_tokens, minlength=len(p))
+                    state["trace"] = sup.trace_table(draws, p, q) if n == 1 else state["trace"]
+        if buttons[-1].button("Reset samples", key=S + "reset"):
+            state.update(counts=np.zeros(len(p), dtype=np.int64), clicks=0, trace=None)
+
+        total = int(state["counts"].sum())
+        freq = state["counts"] / total if total else None
+        if total:
+            ref = p if law is None else law
+            m2.metric(f"TV(sampled, exact), {total:,} rows", f"{theory.total_variation(freq, ref):.4f}")
+        label = "exact law of the rule" if bug == NONE else f"exact law with {bug}"
+        st.plotly_chart(figures.law_comparison(p, law, freq, n=total or None, law_name=label), key=S + "law")
+        if total:
+            st.caption("Error bars: ±2 standard errors of a frequency under the exact law.")
+        if state["trace"]:
+            st.markdown("**The last single verification, traced** (accepted iff u < p/q):")
+            st.dataframe(pd.DataFrame(state["trace"]), hide_index=True)
+
+# --- the derivation --------------------------------------------------------------------------------
+st.divider()
+st.subheader("The derivation")
+st.markdown("A token x is emitted either by acceptance (drafted, then kept) or by replacement (after a rejection):")
+st.latex(
+    r"P(\text{emit } x) = \underbrace{q(x)\,\min\!\Big(1, \tfrac{p(x)}{q(x)}\Big)}_{\text{accepted}}"
+    r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}"
+)
+st.markdown("The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:")
+st.latex(r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)")
+st.markdown("The residual is what q under-proposes, normalized, and its normalizer is the same 1 − a:")
+st.latex(
+    r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}, \qquad"
+    r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)"
+)
+st.markdown("So the two factors 1 − a cancel, and min plus the positive part of the difference is p:")
+st.latex(r"P(\text{emit } x) = \min\big(p(x), q(x)\big) + \max\big(0,\, p(x) - q(x)\big) = p(x)")
+st.markdown(
+    "The next position is reached only after an acceptance, conditioned on the accepted token, so the same argument "
+    "applies to each conditional in turn: the whole sequence follows the target. Each mistake in the *Bug* box breaks "
+    "one line of this: drawing the replacement from p instead of r, reusing the coin (no longer uniform after a "
+    "rejection), or forgetting the clamp max(0, ·)."
+)

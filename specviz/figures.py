@@ -1,0 +1,400 @@
+"""Plotly figure builders for the app: pure functions of their inputs, returning go.Figure.
+
+# B rows, K drafts (padded width), V vocabulary, L sequence length
+
+No Streamlit here, and nothing drawn that was not computed by the package: the traces hold
+the exact numbers (tests read them back), the layout only arranges them. No web fonts or
+MathJax: figures render offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from . import theory
+from .verify import Verification
+
+# One color per meaning, the same on every page.
+ACCEPTED = "#2e7d32"  # a draft that survived: min(p, q)
+REPLACED = "#ef6c00"  # the token drawn after a rejection: (1 - a) * residual
+BONUS = "#1565c0"  # the extra token when every draft survived
+TARGET = "#212121"  # p, the law everything must reproduce
+LAW = "#8e24aa"  # the exact law of what is being run (the rule or a bug)
+EMPIRICAL = "#90a4ae"  # sampled frequencies
+NOT_REACHED = "#d7dbdd"  # drafts after the first rejection: their coins never count
+NO_DRAFT = "#f4f6f7"  # padding past num_draft[b]
+
+FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=14)
+
+
+def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container"),
+        template="plotly_white",
+        font=FONT,
+        margin=dict(l=10, r=10, t=84, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
+        **kw,
+    )
+    return fig
+
+
+def _tokens(V: int) -> list[str]:
+    return [f"token {i}" for i in range(V)]
+
+
+# --- one position ------------------------------------------------------------------------------
+
+
+def decomposition_bar(target_probs: Sequence[float], draft_probs: Sequence[float]) -> go.Figure:
+    """Stacked bars: min(p, q) (accepted) plus (1 - a) * residual (replaced) builds p exactly.
+
+    Traces: "accepted: min(p, q)", "replaced: (1 − a)·residual" (their sum is the output
+    law), and "target p" as a tick on each bar.
+    """
+    d = theory.decompose(target_probs, draft_probs)
+    p = np.asarray(target_probs, dtype=np.float64)
+    x = _tokens(len(p))
+    fig = go.Figure()
+    fig.add_bar(
+        x=x,
+        y=d.accepted,
+        name="accepted: min(p, q)",
+        marker_color=ACCEPTED,
+        hovertemplate="%{x}<br>min(p, q) = %{y:.6f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=x,
+        y=d.replaced,
+        name="replaced: (1 − a)·residual",
+        marker_color=REPLACED,
+        hovertemplate="%{x}<br>(1 − a)·residual = %{y:.6f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=p,
+        name="target p",
+        mode="markers",
+        marker=dict(symbol="line-ew", size=44, line=dict(width=3, color=TARGET)),
+        hovertemplate="%{x}<br>p = %{y:.6f}<extra></extra>",
+    )
+    fig.update_layout(legend_traceorder="normal")
+    return _layout(
+        fig,
+        f"Kept drafts plus replacements, token by token (a = {d.acceptance_rate:.4f})",
+        barmode="stack",
+        yaxis_title="probability",
+        height=380,
+    )
+
+
+def law_comparison(
+    target_probs: Sequence[float],
+    law: Sequence[float] | None,
+    empirical: Sequence[float] | None = None,
+    *,
+    n: int | None = None,
+    law_name: str = "exact output law",
+) -> go.Figure:
+    """Grouped bars: target p, the exact law of what runs, and sampled frequencies.
+
+    ``law`` (V,) or None (a bug with no single-position law); ``empirical`` (V,) frequencies
+    of ``n`` samples, drawn with ±2 standard errors of the exact law (of p without one).
+    """
+    p = np.asarray(target_probs, dtype=np.float64)
+    x = _tokens(len(p))
+    fig = go.Figure()
+    fig.add_bar(x=x, y=p, name="target p", marker_color=TARGET, hovertemplate="%{x}<br>p = %{y:.6f}<extra></extra>")
+    if law is not None:
+        fig.add_bar(
+            x=x,
+            y=np.asarray(law, dtype=np.float64),
+            name=law_name,
+            marker_color=LAW,
+            hovertemplate="%{x}<br>exact = %{y:.6f}<extra></extra>",
+        )
+    if empirical is not None:
+        f = np.asarray(empirical, dtype=np.float64)
+        ref = p if law is None else np.asarray(law, dtype=np.float64)
+        err = None
+        if n:
+            err = dict(type="data", array=2 * np.sqrt(ref * (1 - ref) / n), color="#455a64", thickness=1.5)
+        fig.add_bar(
+            x=x,
+            y=f,
+            name=f"sampled ({n:,} rows)" if n else "sampled",
+            marker_color=EMPIRICAL,
+            error_y=err,
+            hovertemplate="%{x}<br>frequency = %{y:.6f}<extra></extra>",
+        )
+    return _layout(fig, "Output law of the first emitted token", barmode="group", yaxis_title="probability", height=380)
+
+
+# --- batches -----------------------------------------------------------------------------------
+
+STATES = ("accepted", "replaced", "bonus", "not reached", "no draft")  # codes 0..4 of strip_states
+_STATE_COLORS = (ACCEPTED, REPLACED, BONUS, NOT_REACHED, NO_DRAFT)
+
+
+def strip_states(verification: Verification, num_draft: np.ndarray) -> np.ndarray:
+    """(B, K+1) codes into :data:`STATES` for each row's K + 1 output slots.
+
+    Slots before the first rejection hold accepted drafts; the slot of the rejection holds
+    the replacement, or, when every draft survived, slot num_draft[b] holds the bonus; drafts
+    after a rejection were never reached; slots past the row's drafts are padding.
+    """
+    n_acc = np.asarray(verification.num_accepted)[:, None]  # (B, 1)
+    n_tok = np.asarray(verification.num_tokens)[:, None]
+    bonus = np.asarray(verification.bonus)[:, None]
+    j = np.asarray(num_draft)[:, None]
+    B, K1 = np.asarray(verification.tokens).shape
+    pos = np.arange(K1)[None, :]  # (1, K+1)
+    codes = np.where(pos < j, 3, 4)  # drafts not reached, padding
+    drew = (pos == n_acc) & (n_tok > n_acc)  # the slot of the replacement or bonus
+    codes = np.where(drew & ~bonus, 1, codes)
+    codes = np.where(drew & bonus, 2, codes)
+    return np.where(pos < n_acc, 0, codes)  # (B, K+1)
+
+
+def token_strips(
+    verification: Verification,
+    num_draft: np.ndarray,
+    draft_tokens: np.ndarray | None = None,
+    *,
+    max_rows: int = 32,
+) -> go.Figure:
+    """One strip of K + 1 cells per batch row (the first ``max_rows``), colored by :data:`STATES`.
+
+    Cells show the emitted token (or the unreached draft in grey); hover shows the coin u and
+    p/q at tested positions and the sampling uniform of the replacement or bonus.
+    """
+    codes = strip_states(verification, num_draft)[:max_rows]  # (R, K+1)
+    tokens = np.asarray(verification.tokens)[:max_rows]
+    R, K1 = codes.shape
+    K = K1 - 1
+    u = np.asarray(verification.accept_uniforms, dtype=np.float64)[:max_rows]
+    ratio = np.asarray(verification.ratios, dtype=np.float64)[:max_rows]
+    su = np.asarray(verification.sample_uniforms, dtype=np.float64)[:max_rows]
+    drafts = None if draft_tokens is None else np.asarray(draft_tokens)[:max_rows]
+    text = [["" for _ in range(K1)] for _ in range(R)]
+    hover = [["" for _ in range(K1)] for _ in range(R)]
+    for b in range(R):  # at most max_rows x (K+1) cells: labels only
+        for i in range(K1):
+            c = int(codes[b, i])
+            lines = [f"row {b}, slot {i}: {STATES[c]}"]
+            if drafts is not None and i < K and c != 4:
+                lines.append(f"draft x = {int(drafts[b, i])}")
+            if i < K and not np.isnan(u[b, i]):
+                lines.append(f"u = {u[b, i]:.4f}, p/q = {ratio[b, i]:.4f} → {'accept' if c == 0 else 'reject'}")
+            if c in (1, 2):
+                lines.append(f"emitted {int(tokens[b, i])} (sampling u = {su[b]:.4f})")
+            if c in (0, 1, 2):
+                text[b][i] = str(int(tokens[b, i]))
+            elif c == 3 and drafts is not None:
+                text[b][i] = f"({int(drafts[b, i])})"
+            hover[b][i] = "<br>".join(lines)
+    scale = []
+    for k, color in enumerate(_STATE_COLORS):
+        scale += [[k / len(STATES), color], [(k + 1) / len(STATES), color]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=codes,
+            x=[f"slot {i}" for i in range(K1)],
+            y=[f"row {b}" for b in range(R)],
+            text=text,
+            texttemplate="%{text}",
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorscale=scale,
+            zmin=-0.5,
+            zmax=len(STATES) - 0.5,
+            xgap=3,
+            ygap=3,
+            colorbar=dict(tickvals=list(range(len(STATES))), ticktext=list(STATES), title=""),
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, f"Token strips (first {R} rows)", height=120 + 30 * R)
+
+
+def accepted_histogram(num_accepted: np.ndarray, K: int, num_draft: np.ndarray | None = None) -> go.Figure:
+    """Counts of rows by accepted drafts 0..K (beside the rows' draft counts, if given)."""
+    k = np.arange(K + 1)
+    acc = np.bincount(np.asarray(num_accepted, dtype=np.int64), minlength=K + 1)[: K + 1]
+    fig = go.Figure()
+    fig.add_bar(
+        x=k,
+        y=acc,
+        name="accepted drafts",
+        marker_color=ACCEPTED,
+        hovertemplate="%{y} rows accepted %{x}<extra></extra>",
+    )
+    if num_draft is not None:
+        drafted = np.bincount(np.asarray(num_draft, dtype=np.int64), minlength=K + 1)[: K + 1]
+        fig.add_bar(
+            x=k,
+            y=drafted,
+            name="drafts per row",
+            marker_color=EMPIRICAL,
+            hovertemplate="%{y} rows drafted %{x}<extra></extra>",
+        )
+    fig.update_xaxes(tickmode="array", tickvals=k, title="drafts")
+    return _layout(fig, "Accepted length per row", barmode="group", yaxis_title="rows", height=340)
+
+
+def timing_bar(backends: Sequence[str], rows_per_second: Sequence[float]) -> go.Figure:
+    """Rows verified per second, one bar per backend."""
+    fig = go.Figure(
+        go.Bar(
+            x=list(backends),
+            y=list(rows_per_second),
+            marker_color=BONUS,
+            hovertemplate="%{x}: %{y:,.0f} rows/s<extra></extra>",
+        )
+    )
+    return _layout(fig, "Rows verified per second", yaxis_title="rows / s", height=300)
+
+
+# --- the proof ---------------------------------------------------------------------------------
+
+
+def sequence_labels(V: int, L: int) -> list[str]:
+    """Cell names of the joint law in base-V order: "0 0 0", "0 0 1", ..."""
+    idx = np.indices((V,) * L).reshape(L, -1).T  # (V**L, L)
+    return [" ".join(str(t) for t in row) for row in idx]
+
+
+def joint_comparison(observed: np.ndarray, law: np.ndarray, V: int, L: int) -> go.Figure:
+    """Observed frequency against the exact probability of every L-token sequence.
+
+    ``observed`` (V**L,) counts in base-V order; ``law`` (V,) * L or (V**L,). The lower panel
+    shows the Pearson residuals (o - e) / sqrt(e) whose squares make the chi-square statistic.
+    """
+    obs = np.asarray(observed, dtype=np.float64).ravel()
+    p0 = np.asarray(law, dtype=np.float64).ravel()
+    n = obs.sum()
+    labels = sequence_labels(V, L)
+    expected = n * p0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        resid = np.where(expected > 0, (obs - expected) / np.sqrt(expected), np.nan)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
+    fig.add_bar(
+        x=labels,
+        y=p0,
+        name="exact target law",
+        marker_color=TARGET,
+        row=1,
+        col=1,
+        hovertemplate="%{x}<br>exact %{y:.5f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=obs / n if n else obs,
+        name="observed frequency",
+        marker_color=EMPIRICAL,
+        row=1,
+        col=1,
+        hovertemplate="%{x}<br>observed %{y:.5f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=resid,
+        name="Pearson residual",
+        marker_color=LAW,
+        row=2,
+        col=1,
+        showlegend=False,
+        hovertemplate="%{x}<br>(o − e)/√e = %{y:.2f}<extra></extra>",
+    )
+    fig.update_yaxes(title_text="probability", row=1, col=1)
+    fig.update_yaxes(title_text="(o − e)/√e", row=2, col=1)
+    fig.update_xaxes(tickangle=-90, tickfont=dict(size=10), row=2, col=1)
+    return _layout(fig, f"Joint law of the first {L} tokens ({int(n):,} sequences)", barmode="group", height=520)
+
+
+# --- tokens per step ---------------------------------------------------------------------------
+
+
+def tokens_curve(
+    Ks: Sequence[int],
+    with_bonus: Sequence[float],
+    without_bonus: Sequence[float],
+    *,
+    measured: tuple[Sequence[float], Sequence[float]] | None = None,
+    measured_without: tuple[Sequence[float], Sequence[float]] | None = None,
+    K_mark: int | None = None,
+) -> go.Figure:
+    """Expected tokens per verification against K, with and without the bonus token.
+
+    ``measured`` / ``measured_without``: (mean, standard error) per K, drawn as points with
+    ±2 SE error bars.
+    """
+    k = np.asarray(list(Ks))
+    fig = go.Figure()
+    fig.add_scatter(
+        x=k,
+        y=list(with_bonus),
+        name="theory, with bonus",
+        mode="lines",
+        line=dict(color=BONUS, width=3),
+        hovertemplate="K = %{x}: %{y:.4f}<extra>with bonus</extra>",
+    )
+    fig.add_scatter(
+        x=k,
+        y=list(without_bonus),
+        name="theory, no bonus",
+        mode="lines",
+        line=dict(color=REPLACED, width=3, dash="dash"),
+        hovertemplate="K = %{x}: %{y:.4f}<extra>no bonus</extra>",
+    )
+    for pts, name, color in (
+        (measured, "measured, with bonus", BONUS),
+        (measured_without, "measured, no bonus", REPLACED),
+    ):
+        if pts is not None:
+            mean, se = (np.asarray(v, dtype=np.float64) for v in pts)
+            fig.add_scatter(
+                x=k,
+                y=mean,
+                name=name,
+                mode="markers",
+                marker=dict(color=color, size=9, symbol="circle-open", line=dict(width=2)),
+                error_y=dict(type="data", array=2 * se, color=color),
+                hovertemplate="K = %{x}: %{y:.4f}<extra>" + name + "</extra>",
+            )
+    if K_mark is not None:
+        fig.add_vline(x=K_mark, line=dict(color="#9e9e9e", dash="dot"))
+    fig.update_xaxes(title="K (drafts per verification)", range=[k.min() - 0.5, k.max() + 0.5])
+    return _layout(fig, "Expected tokens per verification", yaxis_title="tokens", height=400)
+
+
+def speedup_curve(Ks: Sequence[int], speedups: Sequence[float], best_K: int | None = None) -> go.Figure:
+    """Modelled speedup over plain decoding against K, the best K marked."""
+    k = np.asarray(list(Ks))
+    s = np.asarray(list(speedups), dtype=np.float64)
+    fig = go.Figure()
+    fig.add_scatter(
+        x=k,
+        y=s,
+        mode="lines+markers",
+        name="speedup",
+        line=dict(color=ACCEPTED, width=3),
+        hovertemplate="K = %{x}: ×%{y:.3f}<extra></extra>",
+    )
+    fig.add_hline(y=1, line=dict(color="#9e9e9e", dash="dot"), annotation_text="plain decoding")
+    if best_K is not None:
+        i = int(np.flatnonzero(k == best_K)[0])
+        fig.add_scatter(
+            x=[best_K],
+            y=[s[i]],
+            mode="markers",
+            name=f"best K = {best_K}",
+            marker=dict(color=REPLACED, size=14, symbol="star"),
+        )
+    fig.update_xaxes(title="K (drafts per verification)", range=[k.min() - 0.5, k.max() + 0.5])
+    return _layout(fig, "Speedup model: E[tokens] / (1 + K·c)", yaxis_title="× plain decoding", height=360)
