@@ -1,0 +1,150 @@
+"""A real browser on the real app: `streamlit run app.py` driven by Playwright in Debian's Chromium.
+
+Used by tests/test_browser.py (what AppTest cannot see: navigation, charts, screenshots) and
+by benchmarks/bench_app.py (click-to-answer timings). Nothing leaves the machine: the server
+listens on loopback and Chromium's background networking is off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PAGES = {  # url path -> a text the page must show once rendered
+    "": "lossless speculative sampling",
+    "why-exact": "Why it is exact",
+    "batch": "Batch",
+    "bug-lab": "Bug lab",
+    "tokens-per-step": "Tokens per step",
+}
+
+
+def missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
+    """Start `streamlit run app.py` on a free loopback port; yield its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false"]  # fmt: skip
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def browser_page(width: int = 1400, height: int = 1000) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            browser.close()
+
+
+def main_text(page: object) -> str:
+    """The text of the page's main area (not the sidebar)."""
+    return page.inner_text("[data-testid='stMain']")  # type: ignore[attr-defined]
+
+
+def wait_idle(page: object, text: str | None = None, timeout_ms: int = 30_000) -> None:
+    """Wait until the main area shows ``text`` (if given) and the script has stopped running."""
+    page.wait_for_selector("[data-testid='stMain']", timeout=timeout_ms)  # type: ignore[attr-defined]
+    if text:
+        page.wait_for_function(  # type: ignore[attr-defined]
+            "t => (document.querySelector('[data-testid=\"stMain\"]') || {innerText: ''})"
+            ".innerText.toLowerCase().includes(t)",
+            arg=text.lower(),
+            timeout=timeout_ms,
+        )
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => !document.querySelector('[data-testid=\"stSkeleton\"]')"
+        " && !(document.querySelector('[data-testid=\"stStatusWidget\"]') || {innerText: ''})"
+        ".innerText.includes('Running')",
+        timeout=timeout_ms,
+    )
+    # Widgets and charts fill in after the script's messages arrive: wait for a quiet page.
+    last, stable, deadline = None, 0, time.monotonic() + timeout_ms / 1000
+    while stable < 3 and time.monotonic() < deadline:
+        page.wait_for_timeout(300)  # type: ignore[attr-defined]
+        now = page.inner_html("[data-testid='stMain']")  # type: ignore[attr-defined]
+        stable = stable + 1 if now == last else 0
+        last = now
+
+
+def dialogs(page: object) -> list[str]:
+    """Texts of any modal dialogs (e.g. Streamlit's "Page not found")."""
+    return [d.inner_text() for d in page.query_selector_all("[role='dialog']")]  # type: ignore[attr-defined]
+
+
+def exceptions(page: object) -> list[str]:
+    """Texts of any exception boxes Streamlit shows."""
+    return [e.inner_text() for e in page.query_selector_all("[data-testid='stException']")]  # type: ignore[attr-defined]
+
+
+def choose(page: object, label: str, option: str) -> None:
+    """Pick ``option`` in the selectbox labelled ``label`` (a combobox in Streamlit 1.67)."""
+    page.get_by_role("combobox", name=label).click()  # type: ignore[attr-defined]
+    page.get_by_role("option", name=option, exact=True).click()  # type: ignore[attr-defined]
+
+
+def click_button(page: object, text: str) -> None:
+    page.get_by_role("button", name=text).first.click()  # type: ignore[attr-defined]
