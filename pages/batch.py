@@ -5,27 +5,27 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures
-from specviz import app_support as sup
+from specviz import InputError, batch_demo, figures, links
 
 S = "batch."
+MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
 MAX_ROWS_SHOWN = 32  # token strips beyond this are unreadable; the histogram covers every row
 PARAMS = [
-    sup.int_param("B", 16, 1, 10**9),
-    sup.int_param("K", 4, 0, 16),
-    sup.choice_param("counts", sup.COUNT_MODES[0], sup.COUNT_MODES),
-    sup.text_param("typed", ""),
-    sup.int_param("V", 32, 1, 10**9),
-    sup.choice_param("source", sup.SOURCES[0], sup.SOURCES),
-    sup.float_param("conc", 1.0, 0.01, 100.0),
-    sup.int_param("seed", 0, 0, 2**32 - 1),
-    sup.choice_param("backend", sup.BACKENDS[0], sup.BACKENDS),
+    links.int_param("B", 16, 1, 10**9),
+    links.int_param("K", 4, 0, MAX_K),
+    links.choice_param("counts", batch_demo.COUNT_MODES[0], batch_demo.COUNT_MODES),
+    links.text_param("typed", ""),
+    links.int_param("V", 32, 1, 10**9),
+    links.choice_param("source", batch_demo.SOURCES[0], batch_demo.SOURCES),
+    links.float_param("conc", 1.0, 0.01, 100.0),
+    links.int_param("seed", 0, 0, 2**32 - 1),
+    links.choice_param("backend", batch_demo.BACKENDS[0], batch_demo.BACKENDS),
 ]
 
 
 @st.cache_data(show_spinner=False)
 def cuda_status() -> tuple[bool, str]:
-    return sup.cuda_status()
+    return batch_demo.cuda_status()
 
 
 @st.cache_data(show_spinner="Building, verifying and timing the batch…", max_entries=16)
@@ -40,14 +40,14 @@ def run_batch(
     seed: int,
     backend: str,
     time_on: tuple[str, ...],
-) -> sup.BatchReport:
-    num_draft = sup.draft_counts(counts, B, K, seed, typed)
-    return sup.run_batch_demo(B, K, V, num_draft, source, conc, seed, backend, time_on, max_rows=MAX_ROWS_SHOWN)
+) -> batch_demo.BatchReport:
+    num_draft = batch_demo.draft_counts(counts, B, K, seed, typed)
+    return batch_demo.run_batch_demo(B, K, V, num_draft, source, conc, seed, backend, time_on, max_rows=MAX_ROWS_SHOWN)
 
 
-link_notes = sup.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
 cuda_ok, cuda_reason = cuda_status()
-available = [b for b in sup.BACKENDS if cuda_ok or b != "PyTorch CUDA"]
+available = [b for b in batch_demo.BACKENDS if cuda_ok or b != "PyTorch CUDA"]
 if st.session_state[S + "backend"] not in available:
     link_notes.append(f"PyTorch CUDA is not available here ({cuda_reason}); using NumPy.")
     st.session_state[S + "backend"] = "NumPy"
@@ -64,26 +64,26 @@ for note in link_notes:
 c1, c2, c3 = st.columns(3, gap="large")
 with c1:
     B_asked = st.number_input("Rows B", min_value=1, step=1, key=S + "B")
-    K = st.slider("Padded drafts K", 0, 16, key=S + "K")
+    K = st.slider("Padded drafts K", 0, MAX_K, key=S + "K")
     V = st.number_input("Vocabulary V", min_value=1, step=1, key=S + "V")
 with c2:
-    counts = st.radio("Drafts per row", sup.COUNT_MODES, key=S + "counts", horizontal=True)
+    counts = st.radio("Drafts per row", batch_demo.COUNT_MODES, key=S + "counts", horizontal=True)
     typed = st.text_input(
         "Typed draft counts (comma list, one per row)",
         key=S + "typed",
         placeholder="e.g. 4, 2, 0, 3",
         disabled=counts != "typed",
     )
-    size = sup.cap_batch(int(B_asked), K, int(V))
+    size = batch_demo.cap_batch(int(B_asked), K, int(V))
     count_error = None
     if counts == "typed":
         try:
-            sup.parse_counts(typed, size.B, K)
+            batch_demo.parse_counts(typed, size.B, K)
         except InputError as e:
             count_error = str(e)
             st.error(count_error, icon=":material/error:")
 with c3:
-    source = st.radio("p and q", sup.SOURCES, key=S + "source", horizontal=True)
+    source = st.radio("p and q", batch_demo.SOURCES, key=S + "source", horizontal=True)
     conc = st.number_input(
         "Dirichlet concentration",
         min_value=0.01,
@@ -110,7 +110,7 @@ values = {
     "seed": int(seed),
     "backend": backend,
 }
-link = sup.encode_params(values, PARAMS)
+link = links.encode_params(values, PARAMS)
 if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
     st.query_params.from_dict(link)
 
@@ -128,7 +128,7 @@ if st.session_state.get(S + "ran") != run_key:
     st.stop()
 
 try:
-    report = run_batch(*run_key[:9], time_on=tuple(available))
+    report = run_batch(*run_key)
 except InputError as e:
     st.error(str(e), icon=":material/error:")
     st.stop()

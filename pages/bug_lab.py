@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import InputError, figures, prove
-from specviz import app_support as sup
+from specviz import InputError, figures, limits, links, prove
 from specviz.bugs import BUGS
 
 S = "buglab."
 NONE = "none (correct verifier)"
 PREDICTIONS = ("the test will pass", "the test will fail")
 PARAMS = [
-    sup.choice_param("bug", NONE, [NONE, *BUGS]),
-    sup.choice_param("scenario", "reference", list(prove.SCENARIOS)),
-    sup.int_param("n", 100_000, 1, 10**12),
-    sup.int_param("seed", 0, 0, 2**32 - 1),
+    links.choice_param("bug", NONE, [NONE, *BUGS]),
+    links.choice_param("scenario", "reference", list(prove.SCENARIOS)),
+    links.int_param("n", 100_000, 1, 10**12),
+    links.int_param("seed", 0, 0, 2**32 - 1),
 ]
 
 
@@ -35,7 +34,7 @@ def on_bug_change() -> None:
 
 query = st.query_params.to_dict()
 fresh = S + "scenario" not in st.session_state
-link_notes = sup.init_state(query, st.session_state, PARAMS, S)
+link_notes = links.init_state(query, st.session_state, PARAMS, S)
 if fresh and "scenario" not in query:  # no link, or one naming only the bug: start where the bug shows
     st.session_state[S + "scenario"] = home_scenario(st.session_state[S + "bug"])
 
@@ -67,13 +66,15 @@ with left:
 with right:
     prediction = st.radio("Your prediction", PREDICTIONS, index=None, key=S + "prediction")
     n_asked = st.number_input("N sequences", min_value=1, step=10_000, key=S + "n")
-    n, n_note = sup.cap(int(n_asked), sup.MAX_PROVE_N, "N", "a larger test takes more than a few seconds per click")
+    n, n_note = limits.cap(
+        int(n_asked), limits.MAX_PROVE_N, "N", "a larger test takes more than a few seconds per click"
+    )
     if n_note:
         st.warning(n_note, icon=":material/content_cut:")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
     clicked = st.button("Run the test", type="primary", key=S + "run")
 
-link = sup.encode_params({"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}, PARAMS)
+link = links.encode_params({"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}, PARAMS)
 if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
     st.query_params.from_dict(link)
 run_key = (scenario, n, int(seed), bug)

@@ -6,22 +6,21 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures, theory
-from specviz import app_support as sup
+from specviz import InputError, figures, limits, links, position, theory
 from specviz.bugs import BUGS
 
 S = "exact."  # session-state prefix of this page
 NONE = "none"
 PARAMS = [
-    sup.floats_param("p", sup.REFERENCE_P),
-    sup.floats_param("q", [0.25] * 4),
-    sup.choice_param("bug", NONE, [NONE, *BUGS]),
-    sup.int_param("K", 1, 1, sup.MAX_POSITION_K),
-    sup.int_param("seed", 0, 0, 2**32 - 1),
+    links.floats_param("p", position.REFERENCE_P),
+    links.floats_param("q", [0.25] * 4),
+    links.choice_param("bug", NONE, [NONE, *BUGS]),
+    links.int_param("K", 1, 1, limits.MAX_POSITION_K),
+    links.int_param("seed", 0, 0, 2**32 - 1),
 ]
 SAMPLE_SIZES = (1, 1_000, 100_000)
 
-link_notes = sup.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
 st.session_state.setdefault(S + "table_version", 0)
 
 
@@ -29,7 +28,7 @@ def load_preset() -> None:
     name = st.session_state[S + "preset"]
     if name is None:
         return
-    st.session_state[S + "p"], st.session_state[S + "q"] = sup.preset(name, int(st.session_state[S + "seed"]))
+    st.session_state[S + "p"], st.session_state[S + "q"] = position.preset(name, int(st.session_state[S + "seed"]))
     st.session_state[S + "table_version"] += 1  # a fresh editor: the preset replaces any edits
     st.session_state[S + "preset"] = None  # the selectbox is a loader, the table is the state
 
@@ -48,11 +47,11 @@ with left:
     st.subheader("Your p and q")
     st.selectbox(
         "Load a preset",
-        sup.PRESETS,
+        position.PRESETS,
         index=None,
         key=S + "preset",
         placeholder="choose a preset to replace the table…",
-        format_func=lambda name: f"{name}: {sup.PRESET_HELP[name]}",
+        format_func=lambda name: f"{name}: {position.PRESET_HELP[name]}",
         on_change=load_preset,
     )
     raw_p, raw_q = list(st.session_state[S + "p"]), list(st.session_state[S + "q"])
@@ -71,11 +70,11 @@ with left:
         },
     )
     typed_p, typed_q = edited["p"].tolist(), edited["q"].tolist()
-    st.caption(f"Add or delete rows to change the vocabulary (at most {sup.MAX_TABLE_V} tokens).")
+    st.caption(f"Add or delete rows to change the vocabulary (at most {limits.MAX_TABLE_V} tokens).")
     dists = {}
     for name, typed in (("p", typed_p), ("q", typed_q)):
         try:
-            dists[name] = sup.parse_distribution(typed, name)
+            dists[name] = position.parse_distribution(typed, name)
         except InputError as e:
             st.error(f"{e}. Fix the table: the rest of the page waits for a valid {name}.", icon=":material/error:")
             continue
@@ -128,7 +127,7 @@ st.subheader("Break it: the exact law of each mistake")
 b1, b2 = st.columns([1, 2], gap="large")
 with b1:
     bug = st.selectbox("Bug", [NONE, *BUGS], key=S + "bug", help="one step of the rule swapped for a classic mistake")
-    K = st.slider("Drafts per row K", 1, sup.MAX_POSITION_K, key=S + "K", help="matters for count_after_rejection")
+    K = st.slider("Drafts per row K", 1, limits.MAX_POSITION_K, key=S + "K", help="matters for count_after_rejection")
     if bug != NONE:
         info = BUGS[bug]
         st.markdown(f"**{info.title}.** {info.explanation}")
@@ -136,7 +135,7 @@ with b1:
     else:
         st.caption("The correct rule: its law is p, whatever p and q are.")
 
-link = sup.encode_params({"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}, PARAMS)
+link = links.encode_params({"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}, PARAMS)
 if st.query_params.to_dict() != link:  # the address bar reproduces what is shown, typos included
     st.query_params.from_dict(link)
 
@@ -167,13 +166,13 @@ with b2:
         for col, n in zip(buttons, SAMPLE_SIZES, strict=False):
             if col.button(f"Sample x{n:,}", key=f"{S}sample{n}"):
                 try:
-                    draws = sup.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state["clicks"]])
+                    draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state["clicks"]])
                 except InputError as e:
                     st.error(str(e))
                 else:
                     state["clicks"] += 1
                     state["counts"] = state["counts"] + np.bincount(draws.first_tokens, minlength=len(p))
-                    state["trace"] = sup.trace_table(draws, p, q) if n == 1 else state["trace"]
+                    state["trace"] = position.trace_table(draws, p, q) if n == 1 else state["trace"]
         if buttons[-1].button("Reset samples", key=S + "reset"):
             state.update(counts=np.zeros(len(p), dtype=np.int64), clicks=0, trace=None)
 

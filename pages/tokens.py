@@ -2,37 +2,37 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from specviz import InputError, figures, theory
-from specviz import app_support as sup
+from specviz import InputError, figures, limits, links, position, speed, theory
 
 S = "tokens."
-K_RANGE = range(17)  # the curve's K axis: 0..16 drafts
+MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
+K_RANGE = range(MAX_K + 1)  # the curve's K axis: 0..16 drafts, every value the K slider can take
+REFERENCE_PQ = position.preset("reference")  # p = [0.5, 0.3, 0.15, 0.05], q uniform
 REFERENCE_K = 3
 REFERENCE_N = 100_000
 PARAMS = [
-    sup.float_param("a", 0.7, 0.0, 1.0),
-    sup.int_param("K", 3, 0, 16),
-    sup.float_param("c", 0.1, 0.0, 1.0),
-    sup.int_param("n", 20_000, 2, 10**12),
-    sup.int_param("seed", 0, 0, 2**32 - 1),
+    links.float_param("a", 0.7, 0.0, 1.0),
+    links.int_param("K", 3, 0, MAX_K),
+    links.float_param("c", 0.1, 0.0, 1.0),
+    links.int_param("n", 20_000, 2, 10**12),
+    links.int_param("seed", 0, 0, 2**32 - 1),
 ]
 
 
 @st.cache_data(show_spinner="Measuring…", max_entries=64)
-def measure(a: float, n: int, seed: int, bonus: bool) -> sup.Measured:
-    p, q = sup.two_token_pair(a)
-    return sup.measure_tokens(p, q, K_RANGE, n, seed, bonus=bonus)
+def measure(a: float, n: int, seed: int, bonus: bool) -> speed.Measured:
+    p, q = speed.two_token_pair(a)
+    return speed.measure_tokens(p, q, K_RANGE, n, seed, bonus=bonus)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def measure_reference(seed: int) -> sup.Measured:
-    return sup.measure_tokens(np.array(sup.REFERENCE_P), np.full(4, 0.25), [REFERENCE_K], REFERENCE_N, seed)
+def measure_reference(seed: int) -> speed.Measured:
+    return speed.measure_tokens(*REFERENCE_PQ, [REFERENCE_K], REFERENCE_N, seed)
 
 
-link_notes = sup.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
 
 st.title("Tokens per step")
 st.caption(
@@ -45,9 +45,11 @@ for note in link_notes:
 left, right = st.columns([1, 2], gap="large")
 with left:
     a = st.slider("Acceptance rate a", 0.0, 1.0, step=0.01, key=S + "a")
-    K = st.slider("Drafts per verification K", 0, 16, key=S + "K")
+    K = st.slider("Drafts per verification K", 0, MAX_K, key=S + "K")
     n_asked = st.number_input("Rows per measured point", min_value=2, step=10_000, key=S + "n")
-    n, n_note = sup.cap(int(n_asked), sup.MAX_TOKENS_N, "Rows per point", "17 points x 2 verifiers must answer a click")
+    n, n_note = limits.cap(
+        int(n_asked), limits.MAX_TOKENS_N, "Rows per point", f"{len(K_RANGE)} points x 2 verifiers must answer a click"
+    )
     if n_note:
         st.warning(n_note, icon=":material/content_cut:")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
@@ -82,7 +84,7 @@ with right:
 
 st.divider()
 st.subheader("The reference example")
-ref_a = theory.acceptance_rate(sup.REFERENCE_P, [0.25] * 4)
+ref_a = theory.acceptance_rate(*REFERENCE_PQ)
 ref = measure_reference(int(seed))
 r = st.columns(4)
 r[0].metric("p = [0.5, 0.3, 0.15, 0.05], q uniform: a", f"{ref_a:.2f}")
@@ -95,7 +97,7 @@ st.subheader("Is it worth it? A speedup model")
 s1, s2 = st.columns([1, 2], gap="large")
 with s1:
     c = st.slider("Drafter cost c (one drafter step / one target pass)", 0.0, 1.0, step=0.01, key=S + "c")
-    table = sup.speedup_table(a, K_RANGE, c)
+    table = speed.speedup_table(a, K_RANGE, c)
     st.metric(f"speedup at K = {K}", f"×{table.speedup[K]:.3f}")
     st.metric("best K", f"{table.best_K}", f"×{table.speedup[table.best_K]:.3f}", delta_color="off", delta_arrow="off")
     st.caption(
@@ -107,6 +109,6 @@ with s1:
 with s2:
     st.plotly_chart(figures.speedup_curve(table.K, table.speedup, table.best_K), key=S + "speedup")
 
-link = sup.encode_params({"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}, PARAMS)
+link = links.encode_params({"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}, PARAMS)
 if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
     st.query_params.from_dict(link)

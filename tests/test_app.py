@@ -1,7 +1,9 @@
-"""The app: its pure helpers (specviz.app_support) and every page under streamlit's AppTest.
+"""Every page of the app under streamlit's AppTest.
 
 AppTest runs app.py in-process, switches to a page, sets widgets and clicks buttons; the
-assertions read the numbers the page prints and compare them with specviz.theory.
+assertions read the numbers the page prints and compare them with specviz.theory. The
+helpers behind the pages are tested headless in test_links, test_position, test_batch_demo
+and test_speed.
 """
 
 from __future__ import annotations
@@ -13,186 +15,12 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import InputError, prove, stats, theory
-from specviz import app_support as sup
+from specviz import batch_demo, position, prove, speed, theory
 from specviz.bugs import BUGS
 
 ROOT = Path(__file__).resolve().parents[1]
-REF_P = np.array(sup.REFERENCE_P)
+REF_P = np.array(position.REFERENCE_P)
 UNIFORM = np.full(4, 0.25)
-
-
-# --- pure helpers ------------------------------------------------------------------------------
-
-
-def test_parse_distribution_renormalizes_visibly():
-    d = sup.parse_distribution([0.5, 0.3, 0.3, 0.2], "p")
-    assert d.note == "your p summed to 1.3; divided by 1.3"
-    np.testing.assert_allclose(d.probs, np.array([0.5, 0.3, 0.3, 0.2]) / 1.3, rtol=1e-15)
-    assert sup.parse_distribution(sup.REFERENCE_P, "p").note is None
-
-
-@pytest.mark.parametrize(
-    "values, match",
-    [
-        ([], "at least one token"),
-        ([0.5, None, 0.5], "empty or NaN entry for token 1"),
-        ([0.5, float("nan")], "empty or NaN entry for token 1"),
-        ([0.5, -0.2, 0.7], "non-negative probabilities, got -0.2 for token 1"),
-        ([0.0, 0.0, 0.0], "all zeros"),
-        ([1.0, float("inf")], "finite numbers"),
-        (["abc"], "a number in every row"),
-        ([0.01] * 65, "at most 64 tokens"),
-    ],
-)
-def test_parse_distribution_explains_bad_entries(values, match):
-    with pytest.raises(InputError, match=match):
-        sup.parse_distribution(values, "p")
-
-
-def test_link_params_fall_back_to_defaults_with_a_note():
-    params = [sup.int_param("K", 1, 1, 8), sup.float_param("a", 0.7, 0, 1), sup.choice_param("bug", "none", ["none"])]
-    d = sup.decode_params({"K": "99", "a": "0.25", "bug": ["x", "none"]}, params)
-    assert d.values == {"K": 1, "a": 0.25, "bug": "none"}  # a repeated key: the last one wins
-    assert d.notes == ["The link's setting K='99' is not valid (expected an integer in [1, 8]); using the default 1."]
-    assert sup.decode_params(sup.encode_params(d.values, params), params) == (d.values, [])
-
-
-def test_floats_param_round_trips_what_was_typed_including_empty_cells():
-    p = sup.floats_param("p", [0.5])
-    text = p.fmt([0.1, 1 / 3, float("nan")])
-    back = p.parse(text)
-    assert back[:2] == [0.1, pytest.approx(1 / 3, rel=1e-12)] and np.isnan(back[2])
-
-
-def test_init_state_seeds_only_settings_the_session_does_not_hold():
-    params = [sup.int_param("K", 1, 1, 8), sup.int_param("seed", 0, 0)]
-    state = {"x.K": 5}
-    notes = sup.init_state({"K": "3", "seed": "oops"}, state, params, "x.")
-    assert state == {"x.K": 5, "x.seed": 0}
-    assert len(notes) == 1 and "seed='oops'" in notes[0]
-
-
-@pytest.mark.parametrize("name", sup.PRESETS)
-def test_presets_are_valid_distributions(name):
-    p, q = sup.preset(name, seed=7)
-    for v in (p, q):
-        assert min(v) >= 0 and abs(sum(v) - 1) < 1e-12
-        assert sup.parse_distribution(v, "p").note is None
-    a = theory.acceptance_rate(p, q)
-    expected = {"reference": 0.7, "p == q": 1.0, "disjoint supports": 0.0, "one-hot q": 0.3}
-    if name in expected:
-        assert a == pytest.approx(expected[name], abs=1e-12)
-
-
-@pytest.mark.parametrize("a", [0.0, 0.3, 0.7, 0.95, 1.0])
-def test_two_token_pair_has_the_requested_acceptance_rate(a):
-    p, q = sup.two_token_pair(a)
-    assert theory.acceptance_rate(p, q) == pytest.approx(a, abs=1e-15)
-
-
-def test_measured_tokens_per_step_match_the_closed_form():
-    p, q = sup.two_token_pair(0.7)
-    Ks = [0, 1, 3, 6]
-    for bonus in (True, False):
-        m = sup.measure_tokens(p, q, Ks, 20_000, seed=1, bonus=bonus)
-        theory_vals = [theory.expected_tokens(0.7, k, bonus=bonus) for k in Ks]
-        z = (m.mean - theory_vals) / np.maximum(m.se, 1e-12)
-        assert np.all(np.abs(z) < 4.5), (bonus, m.mean, theory_vals)  # 4.5 SE: a false alarm ~1e-5 per point
-    ref = sup.measure_tokens(REF_P, UNIFORM, [3], 100_000, seed=0)
-    assert abs(ref.mean[0] - 2.533) < 4.5 * ref.se[0]
-
-
-@pytest.mark.parametrize("bug", [None, *[b for b in BUGS if b != "wrong_bonus_row"]])
-def test_sample_position_follows_the_exact_law_of_each_bug(bug):
-    """The page's sampler feeds each verifier exactly as theory.position_law assumes."""
-    p, q = np.array([0.1, 0.6, 0.1, 0.2]), np.array([0.4, 0.1, 0.4, 0.1])
-    K = 3
-    draws = sup.sample_position(p, q, 50_000, K, bug, seed=[5, 0])
-    law = theory.position_law(p, q, bug, K=K)
-    test = stats.chi_square(np.bincount(draws.first_tokens, minlength=4), law)
-    assert test.passed, (bug, test)
-
-
-def test_sample_position_rejects_bad_settings():
-    with pytest.raises(InputError, match="K: expected drafts per row in"):
-        sup.sample_position(REF_P, UNIFORM, 10, 0, None, 0)
-    with pytest.raises(InputError, match="bug"):
-        sup.sample_position(REF_P, UNIFORM, 10, 1, "nonsense", 0)
-
-
-def test_trace_table_tells_the_story_of_one_row():
-    outcomes = set()
-    for i in range(20):
-        draws = sup.sample_position(REF_P, UNIFORM, 1, 3, None, seed=[0, i])
-        *drafts, last = sup.trace_table(draws, REF_P, UNIFORM)
-        for r in drafts:
-            assert (r["outcome"] == "accepted") == (r["u"] < r["p/q"])
-            assert r["p/q"] == pytest.approx(r["p(x)"] / r["q(x)"])
-        accepted = sum(r["outcome"] == "accepted" for r in drafts)
-        assert [r["outcome"] for r in drafts] == ["accepted"] * accepted + ["rejected"] * (len(drafts) - accepted)
-        assert last["step"] == f"slot {accepted}"  # the replacement or bonus lands after the accepted run
-        assert last["outcome"].startswith("bonus" if accepted == 3 else "replacement")
-        first = drafts[0]["token"] if accepted else last["token"]
-        assert first == draws.first_tokens[0]
-        outcomes.add(accepted)
-    assert len(outcomes) >= 3  # the seeds cover rejections at several positions and full acceptance
-
-
-def test_parse_counts_explains_what_is_wrong():
-    np.testing.assert_array_equal(sup.parse_counts("4, 2;0 ,3", 4, 4), [4, 2, 0, 3])
-    with pytest.raises(InputError, match="expected B = 4 comma-separated counts, one per row, got 3"):
-        sup.parse_counts("1,2,3", 4, 4)
-    with pytest.raises(InputError, match=r"counts in \[0, K = 4\], got 5 for row 1"):
-        sup.parse_counts("1,5", 2, 4)
-    with pytest.raises(InputError, match="whole numbers, got 'x' for row 0"):
-        sup.parse_counts("x", 1, 4)
-
-
-def test_cap_batch_keeps_tensors_within_the_element_budget():
-    size = sup.cap_batch(10**6, 4, 32_000)
-    assert size.B * 5 * 32_000 <= sup.MAX_BATCH_ELEMENTS and size.V == 32_000
-    assert size.notes and "B capped at 125" in size.notes[0]
-    huge_v = sup.cap_batch(4, 4, 10**9)
-    assert huge_v.V * 5 <= sup.MAX_BATCH_ELEMENTS and huge_v.B == 1 and len(huge_v.notes) == 2
-    assert sup.cap_batch(16, 4, 32) == (16, 32, [])
-
-
-@pytest.mark.parametrize("source", sup.SOURCES)
-def test_make_batch_is_a_valid_ragged_batch(source):
-    B, K, V = 37, 5, 111
-    j = sup.draft_counts("random 0..K", B, K, seed=3)
-    b = sup.make_batch(B, K, V, j, source, 0.3, seed=3)
-    assert b.target_probs.shape == (B, K + 1, V) and b.draft_probs.shape == (B, K, V)
-    assert b.target_probs.dtype == np.float32
-    np.testing.assert_allclose(b.target_probs.sum(-1), 1, atol=1e-5)
-    valid = np.arange(K)[None, :] < j[:, None]
-    assert np.all(b.draft_tokens[~valid] == -1)
-    rows, cols = np.nonzero(valid)
-    assert np.all(b.draft_probs[rows, cols, b.draft_tokens[valid]] > 0)  # every draft could have been drawn
-    again = sup.make_batch(B, K, V, j, source, 0.3, seed=3)
-    np.testing.assert_array_equal(again.draft_tokens, b.draft_tokens)
-
-
-def test_backends_agree_and_are_timed():
-    j = sup.draft_counts("random 0..K", 20, 4, seed=0)
-    b = sup.make_batch(20, 4, 50, j, "peaked", 1.0, seed=0)
-    timings = sup.time_backends(b, ["NumPy", "PyTorch CPU"], budget_s=0.01, max_repeats=3)
-    assert [t.backend for t in timings] == ["NumPy", "PyTorch CPU"]
-    assert all(t.agrees and t.seconds > 0 and t.rows_per_second > 0 for t in timings)
-    report = sup.run_batch_demo(20, 4, 50, j, "peaked", 1.0, 0, "PyTorch CPU", [], max_rows=8)
-    assert report.head.tokens.shape == (8, 5) and report.num_accepted.shape == (20,)
-    np.testing.assert_array_equal(report.num_draft, j)
-
-
-def test_speedup_model():
-    assert sup.speedup(2.533, 3, 0.1) == pytest.approx(2.533 / 1.3)
-    table = sup.speedup_table(0.7, range(9), 0.1)
-    assert table.best_K == 4 and table.speedup[0] == 1.0
-    assert sup.speedup_table(0.7, range(9), 0.0).best_K == 8  # a free drafter: more drafts never hurt
-
-
-# --- the app under AppTest ---------------------------------------------------------------------
 
 
 def open_page(page: str | None, query: dict[str, str] | None = None) -> AppTest:
@@ -341,9 +169,9 @@ def test_batch_runs_and_shows_strips_histogram_and_timings():
     at.button(key="batch.run").click().run()
     assert not at.exception
     assert metric(at, "rows verified") == "40"
-    num_draft = sup.draft_counts("random 0..K", 40, 3, 2)
+    num_draft = batch_demo.draft_counts("random 0..K", 40, 3, 2)
     assert metric(at, "mean drafts per row") == f"{num_draft.mean():.2f}"
-    report = sup.run_batch_demo(40, 3, 20, num_draft, "random Dirichlet", 1.0, 2, "NumPy", [])
+    report = batch_demo.run_batch_demo(40, 3, 20, num_draft, "random Dirichlet", 1.0, 2, "NumPy", [])
     assert metric(at, "mean tokens per row") == f"{report.num_tokens.mean():.3f}"
     timings = at.dataframe[0].value
     assert {"NumPy", "PyTorch CPU"} <= set(timings["backend"]) and set(timings["agrees"]) == {"yes"}
@@ -359,7 +187,7 @@ def test_batch_typed_counts_are_checked_and_cuda_is_explained():
     at.text_input(key="batch.typed").input("4, 0, 2, 1").run()
     at.button(key="batch.run").click().run()
     assert metric(at, "mean drafts per row") == "1.75"
-    cuda_ok, reason = sup.cuda_status()
+    cuda_ok, reason = batch_demo.cuda_status()
     if not cuda_ok:
         assert at.checkbox(key="batch.cuda_off").disabled and reason in texts(at.caption)
         assert "PyTorch CUDA" not in at.radio(key="batch.backend").options
@@ -368,7 +196,7 @@ def test_batch_typed_counts_are_checked_and_cuda_is_explained():
 def test_batch_caps_huge_inputs_with_a_message():
     at = open_page("pages/batch.py", {"B": "1000000", "K": "4", "V": "32000", "backend": "PyTorch CUDA"})
     assert "B capped at 125 (you asked for 1,000,000)" in texts(at.warning)
-    if not sup.cuda_status()[0]:
+    if not batch_demo.cuda_status()[0]:
         assert "PyTorch CUDA is not available here" in texts(at.warning)
         assert at.radio(key="batch.backend").value == "NumPy"
 
@@ -447,7 +275,7 @@ def test_tokens_page_numbers_follow_theory_and_the_sliders():
     at.slider(key="tokens.a").set_value(0.9)
     at.slider(key="tokens.K").set_value(5).run()
     assert metric(at, "E[tokens], K = 5") == f"{theory.expected_tokens(0.9, 5):.4f}"
-    table = sup.speedup_table(0.9, range(17), 0.1)
+    table = speed.speedup_table(0.9, range(17), 0.1)
     assert metric(at, "best K") == str(table.best_K)
     assert at.query_params["a"] == "0.9" and at.query_params["K"] == "5"
 

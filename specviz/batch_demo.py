@@ -1,0 +1,275 @@
+"""The Batch page's demo: a random ragged batch, verified on NumPy, PyTorch CPU or CUDA, and timed.
+
+# B rows, K drafts (padded width), V vocabulary, R rows shown
+
+Every backend is run with the same explicit uniforms and its tokens are compared with
+NumPy's before it is timed: a fast path that disagrees with the reference is reported, not
+hidden. Randomness comes from an explicit seed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import InputError
+from .limits import MAX_BATCH_ELEMENTS, cap
+from .simulate import sample_rows
+from .verify import Uniforms, Verification, verify
+
+BACKENDS = ("NumPy", "PyTorch CPU", "PyTorch CUDA")
+COUNT_MODES = ("random 0..K", "all K", "typed")
+SOURCES = ("random Dirichlet", "peaked")
+PEAKED_SHARPNESS = 4.0  # softmax(4 z) for z ~ N(0, 1): a few tokens carry most of the mass
+PEAKED_DRAFT_NOISE = 0.2  # the drafter sees the target's logits plus N(0, 0.2^2) noise: a ~ 0.7-0.8
+
+# --- what the user asks for ------------------------------------------------------------------------
+
+
+class BatchSize(NamedTuple):
+    B: int
+    V: int
+    notes: list[str]  # one sentence per cap that applied
+
+
+def cap_batch(B: int, K: int, V: int) -> BatchSize:
+    """Lower V, then B, so that B*(K+1)*V stays within :data:`~specviz.limits.MAX_BATCH_ELEMENTS`."""
+    why = f"B·(K+1)·V is limited to {MAX_BATCH_ELEMENTS:,} elements per tensor (memory, and a click that answers fast)"
+    v = cap(V, max(MAX_BATCH_ELEMENTS // (K + 1), 1), "V", why)
+    b = cap(B, max(MAX_BATCH_ELEMENTS // ((K + 1) * v.value), 1), "B", why)
+    return BatchSize(b.value, v.value, [n for n in (v.note, b.note) if n])
+
+
+def parse_counts(text: str, B: int, K: int) -> np.ndarray:
+    """Typed per-row draft counts: ``"4, 2, 0, 3"`` -> (B,) int64, each in [0, K]."""
+    items = [s.strip() for s in str(text).replace(";", ",").split(",") if s.strip()]
+    if len(items) != B:
+        raise InputError("draft counts", f"B = {B} comma-separated counts, one per row", f"{len(items)}")
+    out = np.empty(B, dtype=np.int64)
+    for i, s in enumerate(items):
+        try:
+            v = int(s)
+        except ValueError:
+            raise InputError("draft counts", "whole numbers", f"{s!r} for row {i}") from None
+        if not 0 <= v <= K:
+            raise InputError("draft counts", f"counts in [0, K = {K}]", f"{v} for row {i}")
+        out[i] = v
+    return out
+
+
+def draft_counts(mode: str, B: int, K: int, seed: int, typed: str = "") -> np.ndarray:
+    """(B,) draft counts: uniform in 0..K, all K, or typed (see :func:`parse_counts`)."""
+    if mode == "random 0..K":
+        return np.random.default_rng([seed, 1]).integers(0, K + 1, size=B)
+    if mode == "all K":
+        return np.full(B, K, dtype=np.int64)
+    if mode == "typed":
+        return parse_counts(typed, B, K)
+    raise InputError("draft count mode", "one of " + ", ".join(COUNT_MODES), repr(mode))
+
+
+# --- the batch -------------------------------------------------------------------------------------
+
+
+class BatchInputs(NamedTuple):
+    """One padded batch and the uniforms every backend is run with."""
+
+    target_probs: np.ndarray  # (B, K+1, V) float32
+    draft_probs: np.ndarray  # (B, K, V) float32
+    draft_tokens: np.ndarray  # (B, K) int64, -1 past num_draft
+    num_draft: np.ndarray  # (B,) int64
+    uniforms: Uniforms  # accept (B, K), sample (B,) float64
+
+
+def make_batch(
+    B: int, K: int, V: int, num_draft: np.ndarray, source: str, concentration: float, seed: int
+) -> BatchInputs:
+    """Random target and draft rows, drafts drawn from q, and explicit uniforms.
+
+    ``source``: ``"random Dirichlet"`` draws every row of p and of q independently from
+    Dirichlet(concentration) (small concentration: spiky rows, low acceptance); ``"peaked"``
+    makes p = softmax(4 z) and q = softmax(4 (z + 0.2 noise)) from shared logits z, like a drafter
+    that mostly agrees with its target.
+    """
+    if B < 1 or K < 0 or V < 1:
+        raise InputError("batch", "B >= 1, K >= 0, V >= 1", f"B = {B}, K = {K}, V = {V}")
+    if B * (K + 1) * V > MAX_BATCH_ELEMENTS:
+        raise InputError("batch", f"B·(K+1)·V <= {MAX_BATCH_ELEMENTS:,}", f"{B * (K + 1) * V:,}")
+    j = np.asarray(num_draft, dtype=np.int64)
+    if j.shape != (B,) or (j.size and (j.min() < 0 or j.max() > K)):
+        raise InputError("num_draft", f"(B,) = ({B},) counts in [0, {K}]", f"{j.tolist()[:8]}")
+    rng = np.random.default_rng([seed, 2])
+    if source == "random Dirichlet":
+        if not concentration > 0:
+            raise InputError("concentration", "a positive number", str(concentration))
+        target = _dirichlet_rows(rng, concentration, (B, K + 1, V))
+        draft = _dirichlet_rows(rng, concentration, (B, K, V))
+    elif source == "peaked":
+        z = rng.standard_normal((B, K + 1, V), dtype=np.float32)  # (B, K+1, V) shared logits
+        target = _softmax(PEAKED_SHARPNESS * z)
+        noise = rng.standard_normal((B, K, V), dtype=np.float32)
+        draft = _softmax(PEAKED_SHARPNESS * (z[:, :K] + np.float32(PEAKED_DRAFT_NOISE) * noise))
+        del z, noise
+    else:
+        raise InputError("source", "one of " + ", ".join(SOURCES), repr(source))
+    u = rng.random(B * K)
+    tokens = sample_rows(draft.reshape(B * K, V), u).reshape(B, K) if B * K else np.zeros((B, K), np.int64)
+    tokens = np.where(np.arange(K)[None, :] < j[:, None], tokens, -1)  # (B, K), padding ignored
+    uniforms = Uniforms(rng.random((B, K)), rng.random(B))
+    return BatchInputs(target, draft, tokens, j, uniforms)
+
+
+def _dirichlet_rows(rng: np.random.Generator, concentration: float, shape: tuple[int, ...]) -> np.ndarray:
+    x = rng.standard_gamma(concentration, size=shape, dtype=np.float32)
+    x[..., 0] += x.sum(-1) == 0  # a tiny concentration can underflow a whole row to 0
+    x /= x.sum(-1, keepdims=True)
+    return x
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(-1, keepdims=True)
+    return z
+
+
+# --- backends --------------------------------------------------------------------------------------
+
+
+def cuda_status() -> tuple[bool, str]:
+    """Whether PyTorch sees a CUDA device, and a sentence saying which or why not."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True, f"CUDA device: {torch.cuda.get_device_name(0)}"
+    build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+    return False, f"torch.cuda.is_available() is False on this machine (torch {torch.__version__}, {build})"
+
+
+def _to_backend(inputs: BatchInputs, backend: str) -> BatchInputs:
+    """The same batch as arrays of ``backend``: NumPy arrays, or torch tensors on its device."""
+    if backend == "NumPy":
+        return inputs
+    if backend not in BACKENDS:
+        raise InputError("backend", "one of " + ", ".join(BACKENDS), repr(backend))
+    import torch
+
+    device = "cuda" if backend == "PyTorch CUDA" else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("backend", "a machine where torch.cuda.is_available()", "no CUDA device")
+
+    def t(x: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+    u = Uniforms(t(inputs.uniforms.accept), t(inputs.uniforms.sample))
+    return BatchInputs(t(inputs.target_probs), t(inputs.draft_probs), t(inputs.draft_tokens), t(inputs.num_draft), u)
+
+
+def _verify(b: BatchInputs, *, validate: bool) -> Verification:
+    """:func:`specviz.verify` on a batch already on its backend; the result stays there."""
+    return verify(b.target_probs, b.draft_probs, b.draft_tokens, b.num_draft, uniforms=b.uniforms, validate=validate)
+
+
+def _to_numpy(res: Verification) -> Verification:
+    return Verification(*(x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x) for x in res))
+
+
+def run_backend(inputs: BatchInputs, backend: str, *, validate: bool = True) -> Verification:
+    """Verify the batch on one backend with the batch's uniforms; the result as NumPy arrays."""
+    return _to_numpy(_verify(_to_backend(inputs, backend), validate=validate))
+
+
+# --- timing ----------------------------------------------------------------------------------------
+
+
+class Timing(NamedTuple):
+    backend: str
+    seconds: float  # median over the repeats, inputs already on the device, validation off
+    repeats: int
+    rows_per_second: float
+    agrees: bool  # same tokens as NumPy on the same uniforms (checked before timing)
+    rows_differing: int  # rows whose tokens differ from NumPy's (0 when agrees)
+
+
+def time_backends(
+    inputs: BatchInputs, backends: Sequence[str], *, budget_s: float = 0.3, max_repeats: int = 25
+) -> list[Timing]:
+    """Time each backend on the same inputs, after checking it returns NumPy's tokens."""
+    reference = run_backend(inputs, "NumPy")
+    B = int(inputs.num_draft.shape[0])
+    out = []
+    for backend in backends:
+        batch = _to_backend(inputs, backend)
+        first = _to_numpy(_verify(batch, validate=False))  # also the warm-up
+        differing = int((first.tokens != reference.tokens).any(axis=1).sum())
+        sync = _synchronizer(backend)
+        times: list[float] = []
+        while len(times) < max_repeats and (len(times) < 3 or sum(times) < budget_s):
+            t0 = time.perf_counter()
+            _verify(batch, validate=False)
+            sync()
+            times.append(time.perf_counter() - t0)
+        med = float(np.median(times))
+        out.append(Timing(backend, med, len(times), B / med if med > 0 else float("inf"), differing == 0, differing))
+    return out
+
+
+def _synchronizer(backend: str) -> Callable[[], None]:
+    """What waits for a backend's queued work, so a timing covers the work and not its launch."""
+    if backend == "PyTorch CUDA":
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+# --- the page's run --------------------------------------------------------------------------------
+
+
+class BatchReport(NamedTuple):
+    """What the Batch page shows of one run: the first rows in full, counts for every row."""
+
+    head: Verification  # the first max_rows rows of the chosen backend's result
+    head_draft_tokens: np.ndarray  # (R, K)
+    num_draft: np.ndarray  # (B,)
+    num_accepted: np.ndarray  # (B,)
+    num_tokens: np.ndarray  # (B,)
+    acceptance_rate: float  # accepted / tested drafts over the batch
+    timings: list[Timing]
+    generate_seconds: float  # building the random batch (not part of any timing)
+
+
+def run_batch_demo(
+    B: int,
+    K: int,
+    V: int,
+    num_draft: np.ndarray,
+    source: str,
+    concentration: float,
+    seed: int,
+    backend: str,
+    time_on: Sequence[str],
+    *,
+    max_rows: int = 32,
+) -> BatchReport:
+    """Build a batch, verify it on ``backend`` (validated), and time it on every backend in ``time_on``."""
+    t0 = time.perf_counter()
+    inputs = make_batch(B, K, V, num_draft, source, concentration, seed)
+    gen = time.perf_counter() - t0
+    res = run_backend(inputs, backend)
+    tested = int(np.minimum(res.num_accepted + 1, inputs.num_draft).sum())  # draft positions whose coin counted
+    timings = time_backends(inputs, time_on) if time_on else []
+    head = Verification(*(np.asarray(x)[:max_rows] for x in res))
+    return BatchReport(
+        head=head,
+        head_draft_tokens=inputs.draft_tokens[:max_rows],
+        num_draft=inputs.num_draft,
+        num_accepted=np.asarray(res.num_accepted),
+        num_tokens=np.asarray(res.num_tokens),
+        acceptance_rate=float(res.num_accepted.sum() / tested) if tested else float("nan"),
+        timings=timings,
+        generate_seconds=gen,
+    )

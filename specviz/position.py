@@ -1,0 +1,204 @@
+"""One position: the typed p/q table, its presets, and sampling the rule (or a bug) on it.
+
+# K drafts, V vocabulary, n sampled rows
+
+A context-free position has the same target p and draft q at every draft position, so its
+rows are broadcast views of two vectors and the first emitted token follows
+:func:`specviz.theory.position_law` exactly. Randomness comes from an explicit seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import bugs
+from .errors import InputError
+from .limits import MAX_POSITION_K, MAX_TABLE_V
+from .verify import Verification, verify
+
+RENORMALIZE_ATOL = 1e-9  # |sum - 1| above this is the user's doing and is reported, not rounding
+
+# --- the p/q table -------------------------------------------------------------------------------
+
+
+class ParsedDist(NamedTuple):
+    probs: np.ndarray  # (V,) float64 summing to 1
+    raw_sum: float  # what the typed entries summed to
+    note: str | None  # the visible renormalization: "your p summed to 1.3; divided by 1.3"
+
+
+def parse_distribution(values: Sequence[Any], name: str) -> ParsedDist:
+    """Typed table entries (V,) -> a probability vector, or an InputError saying what is wrong.
+
+    Entries must be finite and non-negative with at least one positive; a sum other than 1
+    is divided out and reported in ``note``, never silently.
+    """
+    vals = list(values)
+    if not vals:
+        raise InputError(name, "at least one token", "an empty table")
+    if len(vals) > MAX_TABLE_V:
+        raise InputError(name, f"at most {MAX_TABLE_V} tokens (a readable table)", f"{len(vals)}")
+    out = np.empty(len(vals), dtype=np.float64)
+    for i, v in enumerate(vals):
+        try:
+            x = float(v) if v is not None else float("nan")
+        except (TypeError, ValueError):
+            raise InputError(name, "a number in every row", f"{v!r} for token {i}") from None
+        if x != x:
+            raise InputError(name, "a number in every row", f"an empty or NaN entry for token {i}")
+        if math.isinf(x):
+            raise InputError(name, "finite numbers", f"{x} for token {i}")
+        if x < 0:
+            raise InputError(name, "non-negative probabilities", f"{x:g} for token {i}")
+        out[i] = x
+    total = float(out.sum())
+    if total <= 0:
+        raise InputError(name, "at least one positive entry", "all zeros: there is nothing to normalize")
+    note = None
+    if abs(total - 1) > RENORMALIZE_ATOL:
+        note = f"your {name} summed to {total:.6g}; divided by {total:.6g}"
+    return ParsedDist(out / total, total, note)
+
+
+REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
+PRESETS = ("reference", "p == q", "disjoint supports", "one-hot q", "random")
+PRESET_HELP = {
+    "reference": "p = [0.5, 0.3, 0.15, 0.05] against uniform q: a = 0.7, the textbook example",
+    "p == q": "the drafter is the target: every draft is accepted, the residual is never used",
+    "disjoint supports": "no token both can produce: a = 0, every draft is rejected",
+    "one-hot q": "a deterministic drafter always proposing token 1: accepted with probability p(1)",
+    "random": "Dirichlet(1) p and q over 6 tokens, from the seed",
+}
+RANDOM_PRESET_V = 6
+
+
+def preset(name: str, seed: int = 0) -> tuple[list[float], list[float]]:
+    """(p, q) of a named preset, as short decimals that sum to exactly 1 in thousandths."""
+    if name == "reference":
+        return list(REFERENCE_P), [0.25] * 4
+    if name == "p == q":
+        return list(REFERENCE_P), list(REFERENCE_P)
+    if name == "disjoint supports":
+        return [0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]
+    if name == "one-hot q":
+        return list(REFERENCE_P), [0.0, 1.0, 0.0, 0.0]
+    if name == "random":
+        rng = np.random.default_rng([seed, 4])
+        p = _thousandths(rng.dirichlet(np.ones(RANDOM_PRESET_V)))
+        return p, _thousandths(rng.dirichlet(np.ones(RANDOM_PRESET_V)))
+    raise InputError("preset", "one of " + ", ".join(PRESETS), repr(name))
+
+
+def _thousandths(x: np.ndarray) -> list[float]:
+    """Round a distribution to multiples of 0.001 that add up to exactly 1000 thousandths."""
+    k = np.floor(x * 1000).astype(np.int64)
+    k[np.argsort(k - x * 1000)[: 1000 - int(k.sum())]] += 1  # largest remainders get the rest
+    return [int(v) / 1000 for v in k]
+
+
+# --- sampling the rule at one position -----------------------------------------------------------
+
+
+def draw_iid(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draws from one distribution (V,) for uniforms of any shape, as int64.
+
+    The same rule as :func:`specviz.simulate.sample_rows` (the first token whose running sum
+    exceeds u * total, never past the last token with mass) with one shared CDF instead of a
+    copy per row: n = 10^5 rows of K = 8 drafts over V = 64 tokens would otherwise cumsum a
+    400 MB array.
+    """
+    cdf = np.cumsum(probs)  # (V,)
+    tok = np.searchsorted(cdf, u * cdf[-1], side="right")  # = count of cdf <= u * total
+    last = int(np.flatnonzero(probs > 0)[-1])
+    return np.minimum(tok, last).astype(np.int64)
+
+
+def verify_context_free(
+    target_probs: np.ndarray,
+    draft_probs: np.ndarray,
+    draft_tokens: np.ndarray,
+    rng: np.random.Generator,
+    verifier: Callable[..., Verification] = verify,
+) -> Verification:
+    """Verify n rows of K drafts each, every position with target p and draft q.
+
+    target_probs (V,), draft_probs (V,): validated distributions; draft_tokens (n, K).
+    ``verifier`` has the signature of :func:`specviz.verify` (a bug's verifier, say); it is
+    called with ``rng`` and without validation.
+    """
+    n, K = draft_tokens.shape
+    V = target_probs.shape[0]
+    target = np.broadcast_to(target_probs, (n, K + 1, V))  # (n, K+1, V) views of one row: no copy
+    draft = np.broadcast_to(draft_probs, (n, K, V))  # (n, K, V)
+    return verifier(target, draft, draft_tokens, np.full(n, K, dtype=np.int64), rng=rng, validate=False)
+
+
+class PositionDraws(NamedTuple):
+    """n context-free verifications of K drafts each, and the first token each one emitted."""
+
+    first_tokens: np.ndarray  # (n,) int64
+    verification: Verification  # NumPy arrays, (n, ...)
+    draft_tokens: np.ndarray  # (n, K)
+
+
+def sample_position(
+    target_probs: np.ndarray, draft_probs: np.ndarray, n: int, K: int, bug: str | None, seed: Sequence[int] | int
+) -> PositionDraws:
+    """Run the rule (or the named bug) on n rows whose every position has target p and draft q.
+
+    target_probs (V,), draft_probs (V,): validated distributions. Drafts are drawn from q,
+    except for ``greedy_draft_sampled_q``, whose drafter always proposes argmax q while
+    reporting q. The first emitted token of each row follows
+    :func:`specviz.theory.position_law`.
+    """
+    p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
+    if not 1 <= K <= MAX_POSITION_K:
+        raise InputError("K", f"drafts per row in [1, {MAX_POSITION_K}]", str(K))
+    if n < 1:
+        raise InputError("n", "at least one row", str(n))
+    rng = np.random.default_rng(seed)
+    b = bugs.get(bug) if bug else None
+    if b is not None and b.drafter_mode == "argmax_reports_softmax":
+        drafts = np.full((n, K), int(np.argmax(q)), dtype=np.int64)
+    else:
+        drafts = draw_iid(q, rng.random((n, K)))  # (n, K)
+    res = verify_context_free(p, q, drafts, rng, b.verifier if b is not None else verify)
+    return PositionDraws(np.asarray(res.tokens)[:, 0], res, drafts)
+
+
+def trace_table(draws: PositionDraws, target_probs: np.ndarray, draft_probs: np.ndarray, row: int = 0) -> list[dict]:
+    """One traced verification, a dict per step: each tested draft, then the drawn token.
+
+    Keys: step, token, p(x), q(x), p/q, u, outcome. ``u`` is the acceptance coin of a draft,
+    or the uniform of the replacement / bonus draw; acceptance happened iff u < p/q.
+    """
+    res = draws.verification
+    p, q = np.asarray(target_probs), np.asarray(draft_probs)
+
+    def step(name: str, x: int, ratio: float, u: float, outcome: str) -> dict:
+        return {
+            "step": name,
+            "token": x,
+            "p(x)": float(p[x]),
+            "q(x)": float(q[x]),
+            "p/q": ratio,
+            "u": u,
+            "outcome": outcome,
+        }
+
+    n_acc, n_tok = int(res.num_accepted[row]), int(res.num_tokens[row])
+    rows = []
+    for i, u in enumerate(np.asarray(res.accept_uniforms)[row]):
+        if np.isnan(u):  # a position after the rejection: never tested
+            continue
+        outcome = "accepted" if i < n_acc else "rejected"
+        rows.append(step(f"draft {i}", int(draws.draft_tokens[row, i]), float(res.ratios[row, i]), float(u), outcome))
+    if n_tok > n_acc:
+        kind = "bonus (every draft accepted)" if bool(res.bonus[row]) else "replacement (after the rejection)"
+        x = int(res.tokens[row, n_acc])
+        rows.append(step(f"slot {n_acc}", x, float("nan"), float(res.sample_uniforms[row]), kind))
+    return rows

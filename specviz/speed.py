@@ -1,0 +1,91 @@
+"""Tokens per step: measured against the closed form, and a speedup model with the drafter's cost.
+
+# K drafts, M values of K, n rows per point
+
+The closed form, E[tokens] = (1 - a^(K+1)) / (1 - a) for a context-free acceptance rate a,
+lives in :func:`specviz.theory.expected_tokens`; here the verifier itself is run to measure
+it, and the model turns it into a speedup over plain decoding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from . import theory
+from .bugs import BUGS
+from .errors import InputError
+from .position import draw_iid, verify_context_free
+from .verify import verify
+
+
+def two_token_pair(acceptance: float) -> tuple[np.ndarray, np.ndarray]:
+    """p = [a, 1 - a] and q one-hot on token 0: ``theory.acceptance_rate(p, q) == a``.
+
+    The drafter always proposes token 0 and the target accepts it with probability p(0) = a,
+    independently at every position: the context-free setting of the closed form.
+    """
+    a = float(acceptance)
+    if not 0 <= a <= 1:
+        raise InputError("acceptance", "a rate in [0, 1]", str(acceptance))
+    return np.array([a, 1 - a]), np.array([1.0, 0.0])
+
+
+class Measured(NamedTuple):
+    K: np.ndarray  # (M,) draft counts
+    mean: np.ndarray  # (M,) mean tokens per verification
+    se: np.ndarray  # (M,) standard error of the mean
+    n: int  # rows per point
+
+
+def measure_tokens(
+    target_probs: np.ndarray, draft_probs: np.ndarray, Ks: Sequence[int], n: int, seed: int, *, bonus: bool = True
+) -> Measured:
+    """Mean tokens per verification for each K, by running the verifier on n context-free rows.
+
+    ``bonus=False`` runs :data:`specviz.bugs.BUGS` ``["no_bonus"]``: the rule exactly, minus
+    the bonus token.
+    """
+    p, q = theory.as_dist(target_probs, "target_probs"), theory.as_dist(draft_probs, "draft_probs")
+    if n < 2:
+        raise InputError("n", "at least 2 rows per point", str(n))
+    verifier = verify if bonus else BUGS["no_bonus"].verifier
+    means, ses = [], []
+    for K in Ks:
+        rng = np.random.default_rng([seed, int(K), int(bonus)])
+        drafts = draw_iid(q, rng.random((n, K)))  # (n, K)
+        res = verify_context_free(p, q, drafts, rng, verifier)
+        num = np.asarray(res.num_tokens, dtype=np.float64)
+        means.append(num.mean())
+        ses.append(num.std(ddof=1) / math.sqrt(n))
+    return Measured(np.asarray(list(Ks), dtype=np.int64), np.asarray(means), np.asarray(ses), int(n))
+
+
+def speedup(expected_tokens: float, K: int, draft_cost: float) -> float:
+    """Tokens per unit of target time: E[tokens] / (1 + K c).
+
+    One verification costs one target forward pass (scoring K + 1 positions costs about what
+    scoring one does while decoding is memory-bound) plus K sequential drafter steps of
+    relative cost c each; plain decoding emits 1 token per target pass.
+    """
+    if draft_cost < 0:
+        raise InputError("draft_cost", "a relative cost c >= 0", str(draft_cost))
+    return float(expected_tokens) / (1 + int(K) * float(draft_cost))
+
+
+class SpeedupTable(NamedTuple):
+    K: np.ndarray  # (M,)
+    tokens: np.ndarray  # (M,) expected tokens per verification, with the bonus
+    speedup: np.ndarray  # (M,)
+    best_K: int  # the K with the largest modelled speedup (the smallest on ties)
+
+
+def speedup_table(acceptance: float, Ks: Sequence[int], draft_cost: float) -> SpeedupTable:
+    """:func:`speedup` over K for a context-free acceptance rate a."""
+    k = np.asarray(list(Ks), dtype=np.int64)
+    tokens = np.array([theory.expected_tokens(acceptance, int(K)) for K in k])
+    s = np.array([speedup(t, int(K), draft_cost) for t, K in zip(tokens, k, strict=True)])
+    return SpeedupTable(k, tokens, s, int(k[int(np.argmax(s))]))

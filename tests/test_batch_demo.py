@@ -1,0 +1,60 @@
+"""The Batch page's demo (specviz.batch_demo): typed counts, caps, random ragged batches, backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specviz import InputError, batch_demo, limits
+
+
+def test_parse_counts_explains_what_is_wrong():
+    np.testing.assert_array_equal(batch_demo.parse_counts("4, 2;0 ,3", 4, 4), [4, 2, 0, 3])
+    with pytest.raises(InputError, match="expected B = 4 comma-separated counts, one per row, got 3"):
+        batch_demo.parse_counts("1,2,3", 4, 4)
+    with pytest.raises(InputError, match=r"counts in \[0, K = 4\], got 5 for row 1"):
+        batch_demo.parse_counts("1,5", 2, 4)
+    with pytest.raises(InputError, match="whole numbers, got 'x' for row 0"):
+        batch_demo.parse_counts("x", 1, 4)
+
+
+def test_cap_batch_keeps_tensors_within_the_element_budget():
+    size = batch_demo.cap_batch(10**6, 4, 32_000)
+    assert size.B * 5 * 32_000 <= limits.MAX_BATCH_ELEMENTS and size.V == 32_000
+    assert size.notes and "B capped at 125" in size.notes[0]
+    huge_v = batch_demo.cap_batch(4, 4, 10**9)
+    assert huge_v.V * 5 <= limits.MAX_BATCH_ELEMENTS and huge_v.B == 1 and len(huge_v.notes) == 2
+    assert batch_demo.cap_batch(16, 4, 32) == (16, 32, [])
+
+
+@pytest.mark.parametrize("source", batch_demo.SOURCES)
+def test_make_batch_is_a_valid_ragged_batch(source):
+    B, K, V = 37, 5, 111
+    j = batch_demo.draft_counts("random 0..K", B, K, seed=3)
+    b = batch_demo.make_batch(B, K, V, j, source, 0.3, seed=3)
+    assert b.target_probs.shape == (B, K + 1, V) and b.draft_probs.shape == (B, K, V)
+    assert b.target_probs.dtype == np.float32
+    np.testing.assert_allclose(b.target_probs.sum(-1), 1, atol=1e-5)
+    valid = np.arange(K)[None, :] < j[:, None]
+    assert np.all(b.draft_tokens[~valid] == -1)
+    rows, cols = np.nonzero(valid)
+    assert np.all(b.draft_probs[rows, cols, b.draft_tokens[valid]] > 0)  # every draft could have been drawn
+    again = batch_demo.make_batch(B, K, V, j, source, 0.3, seed=3)
+    np.testing.assert_array_equal(again.draft_tokens, b.draft_tokens)
+
+
+def test_backends_agree_and_are_timed():
+    j = batch_demo.draft_counts("random 0..K", 20, 4, seed=0)
+    b = batch_demo.make_batch(20, 4, 50, j, "peaked", 1.0, seed=0)
+    timings = batch_demo.time_backends(b, ["NumPy", "PyTorch CPU"], budget_s=0.01, max_repeats=3)
+    assert [t.backend for t in timings] == ["NumPy", "PyTorch CPU"]
+    assert all(t.agrees and t.seconds > 0 and t.rows_per_second > 0 for t in timings)
+    report = batch_demo.run_batch_demo(20, 4, 50, j, "peaked", 1.0, 0, "PyTorch CPU", [], max_rows=8)
+    assert report.head.tokens.shape == (8, 5) and report.num_accepted.shape == (20,)
+    np.testing.assert_array_equal(report.num_draft, j)
+
+
+def test_run_backend_names_an_unknown_backend():
+    b = batch_demo.make_batch(2, 1, 3, np.array([1, 0]), "peaked", 1.0, seed=0)
+    with pytest.raises(InputError, match="backend: expected one of NumPy, PyTorch CPU, PyTorch CUDA, got 'TPU'"):
+        batch_demo.run_backend(b, "TPU")

@@ -1,0 +1,98 @@
+"""One position (specviz.position): the typed table, presets, and the sampler behind the exact page."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specviz import InputError, position, stats, theory
+from specviz.bugs import BUGS
+from specviz.simulate import sample_rows
+
+REF_P = np.array(position.REFERENCE_P)
+UNIFORM = np.full(4, 0.25)
+
+
+def test_parse_distribution_renormalizes_visibly():
+    d = position.parse_distribution([0.5, 0.3, 0.3, 0.2], "p")
+    assert d.note == "your p summed to 1.3; divided by 1.3"
+    np.testing.assert_allclose(d.probs, np.array([0.5, 0.3, 0.3, 0.2]) / 1.3, rtol=1e-15)
+    assert position.parse_distribution(position.REFERENCE_P, "p").note is None
+
+
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ([], "at least one token"),
+        ([0.5, None, 0.5], "empty or NaN entry for token 1"),
+        ([0.5, float("nan")], "empty or NaN entry for token 1"),
+        ([0.5, -0.2, 0.7], "non-negative probabilities, got -0.2 for token 1"),
+        ([0.0, 0.0, 0.0], "all zeros"),
+        ([1.0, float("inf")], "finite numbers"),
+        (["abc"], "a number in every row"),
+        ([0.01] * 65, "at most 64 tokens"),
+    ],
+)
+def test_parse_distribution_explains_bad_entries(values, match):
+    with pytest.raises(InputError, match=match):
+        position.parse_distribution(values, "p")
+
+
+@pytest.mark.parametrize("name", position.PRESETS)
+def test_presets_are_valid_distributions(name):
+    p, q = position.preset(name, seed=7)
+    for v in (p, q):
+        assert min(v) >= 0 and abs(sum(v) - 1) < 1e-12
+        assert position.parse_distribution(v, "p").note is None
+    a = theory.acceptance_rate(p, q)
+    expected = {"reference": 0.7, "p == q": 1.0, "disjoint supports": 0.0, "one-hot q": 0.3}
+    if name in expected:
+        assert a == pytest.approx(expected[name], abs=1e-12)
+
+
+@pytest.mark.parametrize("bug", [None, *[b for b in BUGS if b != "wrong_bonus_row"]])
+def test_sample_position_follows_the_exact_law_of_each_bug(bug):
+    """The page's sampler feeds each verifier exactly as theory.position_law assumes."""
+    p, q = np.array([0.1, 0.6, 0.1, 0.2]), np.array([0.4, 0.1, 0.4, 0.1])
+    K = 3
+    draws = position.sample_position(p, q, 50_000, K, bug, seed=[5, 0])
+    law = theory.position_law(p, q, bug, K=K)
+    test = stats.chi_square(np.bincount(draws.first_tokens, minlength=4), law)
+    assert test.passed, (bug, test)
+
+
+def test_sample_position_rejects_bad_settings():
+    with pytest.raises(InputError, match="K: expected drafts per row in"):
+        position.sample_position(REF_P, UNIFORM, 10, 0, None, 0)
+    with pytest.raises(InputError, match="bug"):
+        position.sample_position(REF_P, UNIFORM, 10, 1, "nonsense", 0)
+
+
+def test_trace_table_tells_the_story_of_one_row():
+    outcomes = set()
+    for i in range(20):
+        draws = position.sample_position(REF_P, UNIFORM, 1, 3, None, seed=[0, i])
+        *drafts, last = position.trace_table(draws, REF_P, UNIFORM)
+        for r in drafts:
+            assert (r["outcome"] == "accepted") == (r["u"] < r["p/q"])
+            assert r["p/q"] == pytest.approx(r["p(x)"] / r["q(x)"])
+        accepted = sum(r["outcome"] == "accepted" for r in drafts)
+        assert [r["outcome"] for r in drafts] == ["accepted"] * accepted + ["rejected"] * (len(drafts) - accepted)
+        assert last["step"] == f"slot {accepted}"  # the replacement or bonus lands after the accepted run
+        assert last["outcome"].startswith("bonus" if accepted == 3 else "replacement")
+        first = drafts[0]["token"] if accepted else last["token"]
+        assert first == draws.first_tokens[0]
+        outcomes.add(accepted)
+    assert len(outcomes) >= 3  # the seeds cover rejections at several positions and full acceptance
+
+
+@pytest.mark.parametrize(
+    "probs",
+    [REF_P, np.array([0.0, 0.2, 0.0, 0.3, 0.5, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]), np.full(111, 1 / 111)],
+)
+def test_draw_iid_agrees_with_sample_rows(probs):
+    """The shared-CDF sampler is the package's inverse-CDF rule, token for token."""
+    u = np.concatenate([np.random.default_rng(3).random(5000), [0.0, 1 - 2**-53]])  # (n,), both ends included
+    expected = sample_rows(np.broadcast_to(probs, (u.size, probs.size)), u)
+    np.testing.assert_array_equal(position.draw_iid(probs, u), expected)
+    np.testing.assert_array_equal(position.draw_iid(probs, u.reshape(-1, 1)), expected.reshape(-1, 1))
