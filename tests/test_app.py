@@ -53,11 +53,11 @@ def test_navigation_titles_and_url_paths():
             kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path", "default")}
             pages[ast.literal_eval(c.args[0])] = kw
     assert pages == {
-        "pages/home.py": {"title": "Home", "default": True},
-        "pages/exact.py": {"title": "Why it is exact", "url_path": "why-exact"},
-        "pages/batch.py": {"title": "Batch", "url_path": "batch"},
-        "pages/bug_lab.py": {"title": "Bug lab", "url_path": "bug-lab"},
-        "pages/tokens.py": {"title": "Tokens per step", "url_path": "tokens-per-step"},
+        "app_pages/home.py": {"title": "Home", "default": True},
+        "app_pages/exact.py": {"title": "Why it is exact", "url_path": "why-exact"},
+        "app_pages/batch.py": {"title": "Batch", "url_path": "batch"},
+        "app_pages/bug_lab.py": {"title": "Bug lab", "url_path": "bug-lab"},
+        "app_pages/tokens.py": {"title": "Tokens per step", "url_path": "tokens-per-step"},
     }
 
 
@@ -65,10 +65,10 @@ def test_navigation_titles_and_url_paths():
     "page, title",
     [
         (None, "specviz: lossless speculative sampling"),
-        ("pages/exact.py", "Why it is exact"),
-        ("pages/batch.py", "Batch"),
-        ("pages/bug_lab.py", "Bug lab"),
-        ("pages/tokens.py", "Tokens per step"),
+        ("app_pages/exact.py", "Why it is exact"),
+        ("app_pages/batch.py", "Batch"),
+        ("app_pages/bug_lab.py", "Bug lab"),
+        ("app_pages/tokens.py", "Tokens per step"),
     ],
 )
 def test_every_page_renders_without_exception(page, title):
@@ -80,7 +80,7 @@ def test_every_page_renders_without_exception(page, title):
 
 
 def test_exact_default_is_the_reference_example():
-    at = open_page("pages/exact.py")
+    at = open_page("app_pages/exact.py")
     assert metric(at, "acceptance rate a") == "0.7000"
     assert metric(at, "TV(p, q) = 1 − a") == "0.3000"
     assert float(metric(at, "largest |output − p|")) < 1e-12
@@ -90,7 +90,7 @@ def test_exact_default_is_the_reference_example():
 
 @pytest.mark.parametrize("bug, K", [("resample_from_p", 1), ("reused_coin", 1), ("count_after_rejection", 3)])
 def test_exact_selecting_a_bug_prints_its_exact_tv(bug, K):
-    at = open_page("pages/exact.py")
+    at = open_page("app_pages/exact.py")
     at.selectbox(key="exact.bug").select(bug)
     at.slider(key="exact.K").set_value(K).run()
     expected = theory.total_variation(theory.position_law(REF_P, UNIFORM, bug, K=K), REF_P)
@@ -100,13 +100,13 @@ def test_exact_selecting_a_bug_prints_its_exact_tv(bug, K):
 
 
 def test_exact_wrong_bonus_row_says_why_it_has_no_single_position_law():
-    at = open_page("pages/exact.py", {"bug": "wrong_bonus_row"})
+    at = open_page("app_pages/exact.py", {"bug": "wrong_bonus_row"})
     assert metric(at, "TV(output law, p)") == "no single-position law"
     assert "ragged" in texts(at.info)
 
 
 def test_exact_bad_p_shows_an_error_and_the_page_keeps_working():
-    at = open_page("pages/exact.py", {"p": "0.5,-0.2,0.7,0.0"})
+    at = open_page("app_pages/exact.py", {"p": "0.5,-0.2,0.7,0.0"})
     assert "p: expected non-negative probabilities, got -0.2 for token 1" in texts(at.error)
     at.selectbox(key="exact.bug").select("resample_from_p").run()  # the rest of the page still answers
     assert not at.exception
@@ -114,7 +114,7 @@ def test_exact_bad_p_shows_an_error_and_the_page_keeps_working():
 
 
 def test_exact_edited_table_is_validated_and_renormalized_visibly():
-    at = open_page("pages/exact.py")
+    at = open_page("app_pages/exact.py")
     at.session_state["exact.table0"] = {"edited_rows": {0: {"p": 0.8}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert "Your p summed to 1.3; divided by 1.3" in texts(at.info)
@@ -129,7 +129,7 @@ def test_exact_edited_table_is_validated_and_renormalized_visibly():
 
 
 def test_exact_presets_replace_the_table():
-    at = open_page("pages/exact.py")
+    at = open_page("app_pages/exact.py")
     at.selectbox(key="exact.preset").select("disjoint supports").run()
     assert metric(at, "acceptance rate a") == "0.0000"
     assert at.query_params["p"] == "0.5,0.5,0,0" and at.query_params["q"] == "0,0,0.5,0.5"
@@ -137,7 +137,7 @@ def test_exact_presets_replace_the_table():
 
 
 def test_exact_sampling_overlays_samples_and_traces_one_verification():
-    at = open_page("pages/exact.py", {"bug": "resample_from_p"})
+    at = open_page("app_pages/exact.py", {"bug": "resample_from_p"})
     at.button(key="exact.sample100000").click().run()
     tv = float(metric(at, "TV(sampled, exact), 100,000 rows"))
     assert tv < 0.01  # the sampled law is the bug's exact law, not p (TV 0.1 from it)
@@ -151,7 +151,7 @@ def test_exact_sampling_overlays_samples_and_traces_one_verification():
 
 def test_exact_link_reproduces_the_demo_and_bad_values_are_noted():
     query = {"p": "0.1,0.6,0.1,0.2", "q": "0.4,0.1,0.4,0.1", "bug": "unclamped_residual", "K": "99", "seed": "3"}
-    at = open_page("pages/exact.py", query)
+    at = open_page("app_pages/exact.py", query)
     assert at.selectbox(key="exact.bug").value == "unclamped_residual"
     assert at.slider(key="exact.K").value == 1
     assert "K='99' is not valid" in texts(at.warning)
@@ -164,7 +164,7 @@ def test_exact_link_reproduces_the_demo_and_bad_values_are_noted():
 
 
 def test_batch_runs_and_shows_strips_histogram_and_timings():
-    at = open_page("pages/batch.py", {"B": "40", "K": "3", "V": "20", "seed": "2"})
+    at = open_page("app_pages/batch.py", {"B": "40", "K": "3", "V": "20", "seed": "2"})
     assert "click **Run batch**" in texts(at.info)
     at.button(key="batch.run").click().run()
     assert not at.exception
@@ -179,7 +179,7 @@ def test_batch_runs_and_shows_strips_histogram_and_timings():
 
 
 def test_batch_typed_counts_are_checked_and_cuda_is_explained():
-    at = open_page("pages/batch.py", {"B": "4", "counts": "typed", "typed": "1,2,3"})
+    at = open_page("app_pages/batch.py", {"B": "4", "counts": "typed", "typed": "1,2,3"})
     assert "draft counts: expected B = 4 comma-separated counts, one per row, got 3" in texts(at.error)
     assert at.button(key="batch.run").disabled
     at.text_input(key="batch.typed").input("4, 0, 2, 9").run()
@@ -194,7 +194,7 @@ def test_batch_typed_counts_are_checked_and_cuda_is_explained():
 
 
 def test_batch_caps_huge_inputs_with_a_message():
-    at = open_page("pages/batch.py", {"B": "1000000", "K": "4", "V": "32000", "backend": "PyTorch CUDA"})
+    at = open_page("app_pages/batch.py", {"B": "1000000", "K": "4", "V": "32000", "backend": "PyTorch CUDA"})
     assert "B capped at 125 (you asked for 1,000,000)" in texts(at.warning)
     if not batch_demo.cuda_status()[0]:
         assert "PyTorch CUDA is not available here" in texts(at.warning)
@@ -214,7 +214,7 @@ def run_bug_lab(at: AppTest, bug: str, prediction: str | None = None) -> AppTest
 
 
 def test_bug_lab_correct_verifier_passes_and_resample_from_p_is_caught():
-    at = open_page("pages/bug_lab.py")
+    at = open_page("app_pages/bug_lab.py")
     assert at.number_input(key="buglab.n").value == 100_000
     run_bug_lab(at, "none (correct verifier)", "the test will pass")
     assert "Verdict: pass" in texts(at.success)
@@ -230,21 +230,21 @@ def test_bug_lab_correct_verifier_passes_and_resample_from_p_is_caught():
 
 
 def test_bug_lab_shared_uniform_shows_the_first_token_lesson():
-    at = run_bug_lab(open_page("pages/bug_lab.py"), "shared_uniform")
+    at = run_bug_lab(open_page("app_pages/bug_lab.py"), "shared_uniform")
     assert metric(at, "first token only") == "pass"
     assert metric(at, "joint law of 3 tokens") == "fail"
     assert any("first-token-only test misses it" in s.value for s in at.subheader)
 
 
 def test_bug_lab_no_bonus_is_caught_by_tokens_per_step():
-    at = run_bug_lab(open_page("pages/bug_lab.py"), "no_bonus")
+    at = run_bug_lab(open_page("app_pages/bug_lab.py"), "no_bonus")
     assert metric(at, "joint test") == "pass"
     assert "Verdict: caught" in texts(at.success)
     assert "tokens-per-step test fails" in texts(at.caption)
 
 
 def test_bug_lab_bug_moves_to_its_home_scenario_and_n_is_capped():
-    at = open_page("pages/bug_lab.py")
+    at = open_page("app_pages/bug_lab.py")
     at.selectbox(key="buglab.bug").select("wrong_bonus_row").run()
     assert at.selectbox(key="buglab.scenario").value == "ragged"
     at.number_input(key="buglab.n").set_value(5_000_000).run()
@@ -253,7 +253,7 @@ def test_bug_lab_bug_moves_to_its_home_scenario_and_n_is_capped():
 
 
 def test_bug_lab_link_reproduces_settings():
-    at = open_page("pages/bug_lab.py", {"bug": "greedy_draft_sampled_q", "n": "20000", "seed": "abc"})
+    at = open_page("app_pages/bug_lab.py", {"bug": "greedy_draft_sampled_q", "n": "20000", "seed": "abc"})
     assert at.selectbox(key="buglab.bug").value == "greedy_draft_sampled_q"
     assert at.selectbox(key="buglab.scenario").value == "deterministic"  # the bug's home, as the link named none
     assert at.number_input(key="buglab.n").value == 20_000
@@ -266,7 +266,7 @@ def test_bug_lab_link_reproduces_settings():
 
 
 def test_tokens_page_numbers_follow_theory_and_the_sliders():
-    at = open_page("pages/tokens.py")
+    at = open_page("app_pages/tokens.py")
     assert metric(at, "E[tokens], K = 3") == "2.5330"
     assert metric(at, "without the bonus, K = 3") == "2.1900"
     assert metric(at, "theory, K = 3") == "2.533"
@@ -281,7 +281,7 @@ def test_tokens_page_numbers_follow_theory_and_the_sliders():
 
 
 def test_tokens_page_bad_link_values_fall_back_with_a_note():
-    at = open_page("pages/tokens.py", {"a": "1.5", "c": "0.3", "n": "5000000"})
+    at = open_page("app_pages/tokens.py", {"a": "1.5", "c": "0.3", "n": "5000000"})
     assert "a='1.5' is not valid (expected a number in [0, 1]); using the default 0.7" in texts(at.warning)
     assert "Rows per point capped at 200,000" in texts(at.warning)
     assert at.slider(key="tokens.c").value == pytest.approx(0.3)

@@ -37,6 +37,16 @@ def shot(page, name: str) -> Path:
     return path
 
 
+def test_a_shared_link_opens_its_page_in_a_fresh_server():
+    # The first session of a server is where a "Page not found" dialog would appear.
+    with browser.streamlit_server() as url, browser.browser_page() as pg:
+        pg.goto(f"{url}/bug-lab?bug=shared_uniform&seed=3")
+        browser.wait_idle(pg, "Bug lab")
+        pg.wait_for_timeout(1500)
+        assert browser.dialogs(pg) == []
+        assert pg.get_by_role("combobox", name="Bug").input_value() == "shared_uniform"
+
+
 @pytest.mark.parametrize("path, text", list(browser.PAGES.items()))
 def test_every_page_renders_without_exception(page, app_url, path, text):
     page.goto(f"{app_url}/{path}")

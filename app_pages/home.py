@@ -32,23 +32,23 @@ For drafts $x_0, \\dots, x_{j-1}$ drawn from $q$ and target distributions $p_0, 
 st.subheader("What each page teaches")
 left, right = st.columns(2)
 with left:
-    st.page_link("pages/exact.py", label="Why it is exact", icon=":material/balance:")
+    st.page_link("app_pages/exact.py", label="Why it is exact", icon=":material/balance:")
     st.caption(
         "One position, your own p and q. The accepted part min(p, q) plus the replaced part (1 − a)·residual stack up "
         "to p exactly; switch on a bug and watch the law move; sample 1, 1,000 or 100,000 times and trace one coin."
     )
-    st.page_link("pages/batch.py", label="Batch", icon=":material/view_column:")
+    st.page_link("app_pages/batch.py", label="Batch", icon=":material/view_column:")
     st.caption(
         "A real batched verifier: rows with their own number of drafts, NumPy against PyTorch (and CUDA where there "
         "is a GPU) on the same uniforms, token strips showing what was accepted, replaced and added."
     )
 with right:
-    st.page_link("pages/bug_lab.py", label="Bug lab", icon=":material/bug_report:")
+    st.page_link("app_pages/bug_lab.py", label="Bug lab", icon=":material/bug_report:")
     st.caption(
         "The classic mistakes, one step swapped each. Predict whether the end-to-end chi-square test will catch it, "
         "then run it; see why a first-token-only test misses the shared-coin bug."
     )
-    st.page_link("pages/tokens.py", label="Tokens per step", icon=":material/trending_up:")
+    st.page_link("app_pages/tokens.py", label="Tokens per step", icon=":material/trending_up:")
     st.caption(
         "What the rule buys: expected tokens per target pass against K, with and without the bonus, measured points "
         "beside the closed form, and a speedup model with the drafter's cost."
