@@ -142,7 +142,9 @@ def exceptions(page: object) -> list[str]:
 
 def choose(page: object, label: str, option: str) -> None:
     """Pick ``option`` in the selectbox labelled ``label`` (a combobox in Streamlit 1.67)."""
-    page.get_by_role("combobox", name=label).click()  # type: ignore[attr-defined]
+    box = page.get_by_role("combobox", name=label)  # type: ignore[attr-defined]
+    box.click()
+    box.fill(option)  # typing filters the list; it also opens it where a click alone did not
     page.get_by_role("option", name=option, exact=True).click()  # type: ignore[attr-defined]
 
 
