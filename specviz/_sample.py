@@ -14,7 +14,7 @@ Two choices make this fast and reproducible:
   CPU and torch on CUDA produce bit-identical tokens whatever their reduction kernels do.
   The cost is a token whose weight is below 3.5e-18 is never drawn, and the law moves by at
   most V * 2^-58 in total variation (4.5e-13 at V = 128256); float32 probabilities are
-  themselves only good to about 6e-8. Rows must sum to at most 32 (probabilities sum to 1).
+  themselves only good to about 6e-8. Rows must sum to less than 16 (probabilities sum to 1).
 - **Two levels.** The weights are summed per block of ``BLOCK`` tokens, a chunk of columns
   at a time so the work stays in cache; the running sum over blocks picks the block, and
   only that block's ``BLOCK`` weights are summed again to pick the token. Each probability
@@ -119,7 +119,8 @@ def _block_sums(ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_re
         S[:, c0 // bs : (c0 + full) // bs] = wq[:, :full].reshape(R, -1, bs).sum(-1)
         if full < c1 - c0:  # the tail block of the vocabulary
             S[:, -1] = wq[:, full:].sum(-1)
-    if R and ops.scalar(S.min()) < 0:
-        raise InputError("target_probs", "probability rows (each summing to at most 32)",
+    # A weight of 16 or more (or an overflowing sum) is no probability: validate=False let it in.
+    if R and (ops.scalar(S.min()) < 0 or ops.scalar(ops.to_float64(S).sum(-1).max()) >= 16 * QUANT):
+        raise InputError("target_probs", "probability rows (each summing to less than 16)",
                          "values too large or not finite (validate=False skipped the checks)")  # fmt: skip
     return S

@@ -26,9 +26,10 @@ is only reached after acceptance, conditioned on the accepted token, so the same
 applies to every conditional in turn and the whole emitted sequence follows the target.
 
 The replacement or bonus token is drawn by inverse CDF from one uniform, touching only the
-single row each batch row samples from: a running sum accumulated in float64 (so NumPy and
-torch on the CPU add the same numbers in the same order and return identical tokens), and
-the first index whose running sum exceeds ``u * total``.
+single row each batch row samples from: the first index whose running weight exceeds
+``u * total``. The weights are integers (each probability floored to a multiple of 2^-58)
+summed per block of tokens, so NumPy, torch on the CPU and CUDA add them exactly, whatever
+their order, and return identical tokens; see :mod:`specviz._sample`.
 
 The bugs module swaps one step of this rule at a time through :class:`Rule`.
 """
@@ -70,7 +71,7 @@ class Verification(NamedTuple):
     ``num_accepted``: (B,) int64, drafts accepted.
     ``accept_uniforms``: (B, K) float64, the coin u at each tested position, NaN elsewhere.
     ``ratios``: (B, K) float64, p(x)/q(x) at each tested position (NaN where q(x) = 0 or
-    untested); acceptance happened iff u < ratio.
+    untested); acceptance happened iff u * q(x) < p(x), i.e. u < ratio up to the last bit.
     ``bonus``: (B,) bool, True where every draft survived and the last token is the bonus.
     ``sample_uniforms``: (B,) float64, the uniform of the replacement or bonus draw.
     """
@@ -184,10 +185,10 @@ def verify_with_rule(
 ) -> Verification:
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     ops = ops_for(target_probs)
-    P = ops.asarray(target_probs)
-    x = ops.asarray(draft_tokens)
-    j = ops.asarray(num_draft)
-    Q = None if draft_probs is None else ops.asarray(draft_probs)
+    P = _arg(ops, target_probs, "target_probs")
+    x = _arg(ops, draft_tokens, "draft_tokens")
+    j = _arg(ops, num_draft, "num_draft")
+    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
     check.check_ndim("draft_tokens", x, 2, "(B, K)")
     B, K = int(x.shape[0]), int(x.shape[1])
     check.check_ndim("target_probs", P, 3, "(B, K+1, V)")
@@ -253,10 +254,10 @@ def verify_flat(
         In the padded output form, with K = max K_b.
     """
     ops = ops_for(target_probs)
-    P = ops.asarray(target_probs)
-    x_flat = ops.asarray(draft_tokens)
-    indptr = ops.asarray(draft_indptr)
-    Q = None if draft_probs is None else ops.asarray(draft_probs)
+    P = _arg(ops, target_probs, "target_probs")
+    x_flat = _arg(ops, draft_tokens, "draft_tokens")
+    indptr = _arg(ops, draft_indptr, "draft_indptr")
+    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
     check.check_ndim("draft_tokens", x_flat, 1, "(N,)")
     check.check_ndim("draft_indptr", indptr, 1, "(B+1,)")
     check.check_integer("draft_tokens", x_flat, ops)
@@ -323,9 +324,9 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         the uniform fields are NaN (no randomness is used).
     """
     ops = ops_for(target)
-    T = ops.asarray(target)
-    x = ops.asarray(draft_tokens)
-    j = ops.asarray(num_draft)
+    T = _arg(ops, target, "target")
+    x = _arg(ops, draft_tokens, "draft_tokens")
+    j = _arg(ops, num_draft, "num_draft")
     check.check_ndim("draft_tokens", x, 2, "(B, K)")
     B, K = int(x.shape[0]), int(x.shape[1])
     check.check_ndim("target", T, 3, "(B, K+1, V)")
@@ -366,6 +367,14 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
     )
 
 
+def _arg(ops: NumpyOps | TorchOps, x: Any, name: str) -> Array:
+    """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
+    try:
+        return ops.asarray(x)
+    except (ValueError, TypeError, RuntimeError) as e:  # ragged lists, strings, a CUDA tensor for NumPy
+        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
+
+
 def _get_uniforms(
     ops: NumpyOps | TorchOps,
     rng: Any,
@@ -381,7 +390,10 @@ def _get_uniforms(
         raise InputError("uniforms", "either rng or uniforms, not both", "both")
     if not isinstance(uniforms, tuple) or len(uniforms) != 2:
         raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
+    try:
+        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
     names = "(B, K)" if len(accept_shape) == 2 else "(N,)"
     check.check_shape("uniforms.accept", ua, accept_shape, names)
     check.check_shape("uniforms.sample", us, (B,), "(B,)")
