@@ -13,8 +13,10 @@ shares or reuses a coin is covered too), evaluates the verifier once per box at 
 and weighs the outcome by the box's volume times the drafts' probability. Rounds are chained
 until L tokens are out. The result is exact up to float64 rounding, about 1e-15.
 
-A verifier using a threshold not on that list would be mis-measured; ``refine=True``
-evaluates every box at a second interior point and raises if any output differs.
+So the law is exact for any verifier whose decisions are thresholds on that list. One using
+another threshold would be mis-measured; ``refine=True`` also evaluates every box just inside
+its lower and its upper edges (a millionth of its width in) and raises if any output differs
+from the centre's, which catches any threshold not within that distance of a listed one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .markov import START, Drafter, MarkovChain
 from .simulate import _check_result, build_round
 from .verify import Uniforms
 
+EDGE = 1e-6  # refine: probe each box this fraction of its width inside each edge
+NARROW = 1e-9  # boxes thinner than this are only probed at the centre (rounding scale)
 MAX_ROWS = 3_000_000  # verifier rows in one enumeration: ~1 GB of float64 work at V = 4
 
 
@@ -69,7 +73,8 @@ def _cells(bps: np.ndarray, slots: int, at: float) -> tuple[np.ndarray, np.ndarr
     edges = np.concatenate([[0.0], bps, [1.0]])
     width = np.diff(edges)
     keep = width > 0
-    pts, width = (edges[:-1] + at * np.diff(edges))[keep], width[keep]
+    frac = np.where(width < NARROW, 0.5, at)  # boxes too thin to probe near their edges: centre
+    pts, width = (edges[:-1] + frac * width)[keep], width[keep]
     grids = np.meshgrid(*([np.arange(len(pts))] * slots), indexing="ij")
     idx = np.stack([g.ravel() for g in grids], axis=1) if slots else np.zeros((1, 0), dtype=np.int64)
     return pts[idx], np.prod(width[idx], axis=1)
@@ -115,7 +120,7 @@ def verifier_law(
                 state_list.append((length, code))
         ctx = np.array(ctx_list, dtype=np.int64)
         j = np.full(len(ctx), num_draft, dtype=np.int64)
-        rnd = build_round(target, drafter, ctx, np.array(drafts_list, dtype=np.int64).reshape(-1, K), j)
+        rnd = build_round(target, drafter, ctx, np.array(drafts_list, dtype=np.int64).reshape(len(ctx), K), j)
         rows = _enumerate(verifier, rnd, weight_list, state_list, K, V, L, refine, max_rows)
         pending = {}
         for (length, code), mass in rows.items():
@@ -172,7 +177,7 @@ def _enumerate(
                              f"more than {max_rows:,}")  # fmt: skip
         parts.append(bps)
     results = []
-    for at in (0.5, 1 / 3) if refine else (0.5,):
+    for at in (0.5, EDGE, 1 - EDGE) if refine else (0.5,):
         rows, us, vols = [], [], []
         for a, bps in enumerate(parts):
             pts, vol = _cells(bps, K + 1, at)
@@ -186,9 +191,9 @@ def _enumerate(
                        rnd.draft_tokens[row], rnd.num_draft[row], uniforms=uniforms)  # fmt: skip
         toks, num = _check_result(res, len(row), K, V)
         results.append((toks, num))
-    if refine:
-        (t0, n0), (t1, n1) = results
-        emitted = np.arange(K + 1)[None, :] < n0[:, None]
+    t0, n0 = results[0]
+    emitted = np.arange(K + 1)[None, :] < n0[:, None]
+    for t1, n1 in results[1:]:
         if (n0 != n1).any() or (np.where(emitted, t0, -1) != np.where(emitted, t1, -1)).any():
             raise InputError("verifier", "an output constant on every box of the listed thresholds",
                              "a verifier using a threshold exact.breakpoints does not list")  # fmt: skip

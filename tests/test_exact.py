@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz import verify
+from specviz import InputError, Uniforms, verify
 from specviz.bugs import BUGS
 from specviz.exact import breakpoints, verifier_law
 from specviz.markov import Drafter, random_chain
@@ -51,3 +51,20 @@ def test_breakpoints_cover_acceptance_and_cdf_steps():
     assert np.isclose(bps, 0.4).any()  # p(x)/q(x) = 0.2 / 0.5
     assert np.isclose(bps, 0.5).any() and np.isclose(bps, 0.8).any()  # CDF of p_0
     assert np.isclose(bps, 0.25 / 0.3).any()  # residual (0.25, 0.05, 0) / 0.3
+
+
+def test_refine_catches_a_threshold_the_enumeration_does_not_list(chains):
+    # Shifting the sample uniform by 0.01 moves every CDF step off the listed breakpoints.
+    def shifted(target_probs, draft_probs, draft_tokens, num_draft, *, uniforms):
+        u = Uniforms(uniforms.accept, np.minimum(uniforms.sample + 0.01, 1 - 2**-53))
+        return verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms=u)
+
+    target, draft = chains
+    with pytest.raises(InputError, match="verifier: expected an output constant on every box"):
+        verifier_law(shifted, target, Drafter(draft), L=2, num_draft=1, refine=True)
+
+
+def test_zero_drafts_with_default_width(chains):
+    target, draft = chains
+    law = verifier_law(verify, target, Drafter(draft), L=2, num_draft=0)
+    assert np.abs(law - target.joint_law(2)).max() < TOL
