@@ -121,12 +121,15 @@ def position_law(target_probs: object, draft_probs: object, bug: str | None = No
     """Exact law (V,) of the first emitted token under the rule or the named mistake.
 
     Returns ``None`` for a mistake that has no single-position law (see
-    :data:`NOT_AT_ONE_POSITION`). ``K`` matters only for ``count_after_rejection``.
+    :data:`NOT_AT_ONE_POSITION`). ``K`` (at least 1) changes the law only for
+    ``count_after_rejection``.
     """
     p, q = _pair(target_probs, draft_probs)
+    if int(K) != K or K < 1:  # with no draft the first token is the bonus, drawn from p by every variant
+        raise InputError("K", "at least 1 draft per row", str(K))
     d = decompose(p, q)
     if bug is None or bug in ("shared_uniform", "no_bonus"):
-        return d.output if K > 0 else p.copy()
+        return d.output
     if bug in NOT_AT_ONE_POSITION:
         return None
     if bug == "resample_from_p":
