@@ -136,8 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bugs is None:
             bugs = [] if args.verifier else list(BUGS)
         cases = plan(_csv(args.scenarios), bugs, matrix=args.matrix)
+        if not cases:
+            raise InputError("--scenarios", "at least one case to run", "none selected")
         if args.n < 1:
             raise InputError("--n", "at least 1 sequence per case", str(args.n))
+        if args.seed < 0:
+            raise InputError("--seed", "a non-negative integer", str(args.seed))
         if not 0 < args.alpha < 1:
             raise InputError("--alpha", "a level in (0, 1)", str(args.alpha))
     except InputError as e:

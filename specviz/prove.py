@@ -8,7 +8,9 @@ draft-and-verify rounds, then
 - the joint chi-square of the L-token law against the target's exact law (level ``alpha``,
   with the smallest total-variation shift it detects with 99% probability beside it), and
 - tokens per verification against the exact expectation for the contexts actually met
-  (:func:`specviz.theory.chain_expected_tokens`), a z-test at the same level.
+  (:func:`specviz.theory.chain_expected_tokens`), a z-test at the same level (slightly
+  conservative: its standard error uses the overall variance of tokens per round, which
+  includes the spread between contexts).
 
 The correct verifier must pass both everywhere; a bug is *caught* when either fails in at
 least one of its cases. The first-token-only and per-position tests are computed too: they
@@ -137,6 +139,8 @@ def run_case(
     sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     if int(n) < 1:
         raise InputError("n", "at least 1 sequence", str(n))
+    if int(seed) < 0:
+        raise InputError("seed", "a non-negative integer", str(seed))
     if bug is not None:
         verifier = bug.verifier
     label = name or (bug.name if bug else getattr(verifier, "__name__", "verifier"))
@@ -229,8 +233,14 @@ def run_suite(
         results.append(res)
         if progress:
             progress(i + 1, len(cases), res)
+    if not cases:
+        raise InputError("scenarios", "at least one case to run", "none selected")
     failures = [f"{r.verifier} {'failed' if not r.error else 'raised'} on {r.scenario}"
                 + (f": {r.error}" if r.error else "") for r in results if not r.is_bug and not r.passed]  # fmt: skip
+    # A pass proves nothing when the test could not have failed: too few samples for any power.
+    powerless = [r for r in results if not r.is_bug and not r.error and not np.isfinite(r.joint.detectable_tv)]
+    failures += [f"{r.verifier} on {r.scenario}: N = {n:,} is too small for the test to detect anything"
+                 for r in powerless]  # fmt: skip
     for b in dict.fromkeys(c.bug for c in cases if c.bug):
         mine = [r for r in results if r.is_bug and r.verifier == b]
         if all(r.passed for r in mine):

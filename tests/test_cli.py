@@ -62,7 +62,9 @@ def test_bad_arguments_exit_2_with_a_message():
                       (["--verifier", "no_such_mod:f"], "--verifier: expected an importable module"),
                       (["--scenarios", "moon"], "scenario: expected one of reference"),
                       (["--bugs", "typo"], "bugs: expected names from"),
-                      (["--n", "0"], "--n: expected at least 1")]:  # fmt: skip
+                      (["--n", "0"], "--n: expected at least 1"),
+                      (["--scenarios", "none"], "--scenarios: expected at least one case"),
+                      (["--seed", "-1"], "--seed: expected a non-negative integer")]:  # fmt: skip
         r = prove(*args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
 
@@ -70,3 +72,9 @@ def test_bad_arguments_exit_2_with_a_message():
 def test_list_command():
     r = subprocess.run([sys.executable, "-m", "specviz", "list"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "shared_uniform" in r.stdout and "ragged" in r.stdout
+
+
+def test_a_pass_with_no_power_is_not_ok():
+    # Three sequences cannot test a 64-cell law: even a broken verifier "passes", so not OK.
+    r = prove("--n", "3", "--verifier", "tests.user_verifiers:broken", "--scenarios", "reference")
+    assert r.returncode == 1 and "too small for the test to detect anything" in r.stdout, r.stdout
