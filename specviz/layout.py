@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .errors import InputError
+
 Array = Any
 
 
@@ -37,7 +39,14 @@ def padded_to_flat(
     """Drop the padding: keep row b's first num_draft[b] drafts and num_draft[b]+1 target rows."""
     target_probs, draft_tokens = np.asarray(target_probs), np.asarray(draft_tokens)
     num_draft = np.asarray(num_draft, dtype=np.int64)
+    if draft_tokens.ndim != 2 or num_draft.shape != draft_tokens.shape[:1]:
+        raise InputError("num_draft", "shape (B,) matching draft_tokens (B, K)",
+                         f"{num_draft.shape} and {draft_tokens.shape}")  # fmt: skip
     B, K = draft_tokens.shape
+    if target_probs.ndim != 3 or target_probs.shape[:2] != (B, K + 1):
+        raise InputError("target_probs", f"shape (B, K+1, V) with B = {B}, K = {K}", str(target_probs.shape))
+    if B and (num_draft.min() < 0 or num_draft.max() > K):
+        raise InputError("num_draft", f"draft counts in [0, {K}]", f"{num_draft.min()}..{num_draft.max()}")
     valid = np.arange(K)[None, :] < num_draft[:, None]  # (B, K)
     valid_t = np.arange(K + 1)[None, :] <= num_draft[:, None]  # (B, K+1)
     indptr = np.concatenate([[0], np.cumsum(num_draft)]).astype(np.int64)
@@ -55,8 +64,15 @@ def flat_to_padded(
     """Pad to K = max K_b: unused draft tokens are -1, unused probability rows are 0."""
     target_probs, draft_tokens = np.asarray(target_probs), np.asarray(draft_tokens)
     indptr = np.asarray(draft_indptr, dtype=np.int64)
+    N = len(draft_tokens)
+    if indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0 or indptr[-1] != N:
+        raise InputError("draft_indptr", f"(B+1,) offsets from 0 to N = {N}", f"{indptr.tolist()[:8]}")
     num_draft = np.diff(indptr)  # (B,)
+    if (num_draft < 0).any():
+        raise InputError("draft_indptr", "non-decreasing offsets", f"{indptr.tolist()[:8]}")
     B, V = len(num_draft), target_probs.shape[-1]
+    if target_probs.shape[0] != N + B:
+        raise InputError("target_probs", f"N + B = {N + B} rows", f"{target_probs.shape[0]}")
     K = int(num_draft.max()) if B else 0
     valid = np.arange(K)[None, :] < num_draft[:, None]  # (B, K)
     valid_t = np.arange(K + 1)[None, :] <= num_draft[:, None]  # (B, K+1)

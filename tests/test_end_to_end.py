@@ -17,6 +17,7 @@ from specviz.bugs import BUGS
 from specviz.markov import Drafter, random_chain
 from specviz.simulate import generate
 from specviz.stats import ALPHA, joint_test
+from specviz.theory import chain_expected_tokens
 
 N, L, K, V = 300_000, 3, 3, 4
 
@@ -85,10 +86,15 @@ def test_greedy_equals_plain_greedy_decoding():
     assert not (sampled.sequences == target.greedy_path(8)).all(axis=1).all()
 
 
-def test_tokens_per_round_statistics_are_consistent(chains):
-    sim, _ = run(verify, chains, 14)
-    assert sim.num_verifications >= N
-    assert sim.mean_num_draft == K
-    assert (sim.accept_by_position > 0).all() and (sim.accept_by_position <= 1).all()
+def test_tokens_per_round_match_the_exact_expectation(chains):
+    target, draft = chains
+    expected = chain_expected_tokens(target, Drafter(draft), K)
+    sim = generate(verify, target, Drafter(draft), n=N, L=L, K=K, rng=np.random.default_rng(14), expected=expected)
+    assert sim.num_verifications >= N and sim.mean_num_draft == K
+    assert abs(sim.tokens_per_round - sim.expected_tokens_per_round) < 4 * sim.tokens_per_round_se
     # Later positions are tested only after earlier acceptances.
     assert (np.diff(sim.tested_by_position) <= 0).all()
+    # Negative control: dropping the bonus moves the mean far outside the band.
+    bad = generate(BUGS["no_bonus"].verifier, target, Drafter(draft), n=N, L=L, K=K, rng=np.random.default_rng(14),
+                   expected=expected)  # fmt: skip
+    assert bad.expected_tokens_per_round - bad.tokens_per_round > 20 * bad.tokens_per_round_se
