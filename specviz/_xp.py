@@ -89,9 +89,11 @@ class NumpyOps:
         """(B, V) sorted rows, (B,) thresholds -> (B,) number of entries <= threshold."""
         return np.count_nonzero(cdf <= thr[:, None], axis=1).astype(np.int64)
 
-    def first_ge(self, cdf: np.ndarray, value: np.ndarray) -> np.ndarray:
-        """(B, V) sorted rows, (B,) values -> (B,) first index with cdf >= value."""
-        return np.count_nonzero(cdf < value[:, None], axis=1).astype(np.int64)
+    def argsort_rows(self, key: np.ndarray) -> np.ndarray:
+        return np.argsort(key, axis=1, kind="stable")
+
+    def take_along_rows(self, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(x, idx, axis=1)
 
     def argmax_last(self, x: np.ndarray) -> np.ndarray:
         return np.argmax(x, axis=-1).astype(np.int64)
@@ -123,9 +125,6 @@ class NumpyOps:
         if not isinstance(rng, np.random.Generator):
             raise _rng_error(rng, "a numpy.random.Generator for NumPy inputs")
         return rng.random(shape)
-
-    def to_numpy(self, x: Any) -> np.ndarray:
-        return np.asarray(x)
 
 
 class TorchOps:
@@ -203,8 +202,11 @@ class TorchOps:
         # searchsorted(right=True) is "number of entries <= thr" for sorted rows.
         return self.torch.searchsorted(cdf, thr[:, None].contiguous(), right=True)[:, 0]
 
-    def first_ge(self, cdf: Any, value: Any) -> Any:
-        return self.torch.searchsorted(cdf, value[:, None].contiguous(), right=False)[:, 0]
+    def argsort_rows(self, key: Any) -> Any:
+        return self.torch.argsort(key, dim=1, stable=True)
+
+    def take_along_rows(self, x: Any, idx: Any) -> Any:
+        return self.torch.gather(x, 1, idx)
 
     def argmax_last(self, x: Any) -> Any:
         return self.torch.argmax(x, dim=-1)
@@ -241,9 +243,6 @@ class TorchOps:
         # Draw on the generator's own device, then move: a CPU generator may drive CUDA inputs.
         u = t.rand(shape, generator=rng, dtype=t.float64, device=rng.device)
         return u.to(self.device)
-
-    def to_numpy(self, x: Any) -> np.ndarray:
-        return x.detach().cpu().numpy()
 
 
 def _rng_error(rng: Any, expected: str) -> Exception:

@@ -185,26 +185,11 @@ def verify_with_rule(
 ) -> Verification:
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     ops = ops_for(target_probs)
-    P = _arg(ops, target_probs, "target_probs")
-    x = _arg(ops, draft_tokens, "draft_tokens")
-    j = _arg(ops, num_draft, "num_draft")
+    P, x, j, valid = _padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
+    B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
     Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
-    check.check_ndim("draft_tokens", x, 2, "(B, K)")
-    B, K = int(x.shape[0]), int(x.shape[1])
-    check.check_ndim("target_probs", P, 3, "(B, K+1, V)")
-    V = int(P.shape[2])
-    check.check_shape("target_probs", P, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
-    check.check_shape("num_draft", j, (B,), "(B,)")
     if Q is not None:
         check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    if V < 1:
-        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
-    check.check_integer("draft_tokens", x, ops)
-    check.check_integer("num_draft", j, ops)
-    x, j = ops.to_int64(x), ops.to_int64(j)
-    check.check_range("num_draft", j, 0, K, ops, "draft counts")
-    pos = ops.arange(K)
-    valid = pos[None, :] < j[:, None]  # (B, K)
     if validate:
         check.check_float("target_probs", P, ops)
         check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
@@ -324,25 +309,11 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         the uniform fields are NaN (no randomness is used).
     """
     ops = ops_for(target)
-    T = _arg(ops, target, "target")
-    x = _arg(ops, draft_tokens, "draft_tokens")
-    j = _arg(ops, num_draft, "num_draft")
-    check.check_ndim("draft_tokens", x, 2, "(B, K)")
-    B, K = int(x.shape[0]), int(x.shape[1])
-    check.check_ndim("target", T, 3, "(B, K+1, V)")
-    V = int(T.shape[2])
-    check.check_shape("target", T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
-    check.check_shape("num_draft", j, (B,), "(B,)")
-    if V < 1:
-        raise InputError("target", "a vocabulary of at least 1 token", "V = 0")
-    check.check_integer("draft_tokens", x, ops)
-    check.check_integer("num_draft", j, ops)
+    T, x, j, valid = _padded_inputs(ops, target, draft_tokens, num_draft, "target")
+    B, K, V = int(x.shape[0]), int(x.shape[1]), int(T.shape[2])
     check.check_float("target", T, ops)
-    x, j = ops.to_int64(x), ops.to_int64(j)
-    check.check_range("num_draft", j, 0, K, ops, "draft counts")
-    pos = ops.arange(K)
-    valid = pos[None, :] < j[:, None]  # (B, K)
     check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
+    pos = ops.arange(K)
     if T.numel() if hasattr(T, "numel") else T.size:
         if bool((T != T).any()):
             raise InputError("target", "probabilities or logits without NaN", "NaN entries")
@@ -365,6 +336,33 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         bonus=n == j,
         sample_uniforms=ops.full((B,), float("nan"), np.float64),
     )
+
+
+def _padded_inputs(
+    ops: NumpyOps | TorchOps, target: Any, draft_tokens: Any, num_draft: Any, target_name: str
+) -> tuple[Array, Array, Array, Array]:
+    """The checks every padded entry point shares.
+
+    Returns target (B, K+1, V), draft tokens (B, K) and num_draft (B,) as int64, and the
+    (B, K) mask of positions below num_draft.
+    """
+    T = _arg(ops, target, target_name)
+    x = _arg(ops, draft_tokens, "draft_tokens")
+    j = _arg(ops, num_draft, "num_draft")
+    check.check_ndim("draft_tokens", x, 2, "(B, K)")
+    B, K = int(x.shape[0]), int(x.shape[1])
+    check.check_ndim(target_name, T, 3, "(B, K+1, V)")
+    V = int(T.shape[2])
+    check.check_shape(target_name, T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
+    check.check_shape("num_draft", j, (B,), "(B,)")
+    if V < 1:
+        raise InputError(target_name, "a vocabulary of at least 1 token", "V = 0")
+    check.check_integer("draft_tokens", x, ops)
+    check.check_integer("num_draft", j, ops)
+    x, j = ops.to_int64(x), ops.to_int64(j)
+    check.check_range("num_draft", j, 0, K, ops, "draft counts")
+    valid = ops.arange(K)[None, :] < j[:, None]  # (B, K)
+    return T, x, j, valid
 
 
 def _arg(ops: NumpyOps | TorchOps, x: Any, name: str) -> Array:
@@ -437,8 +435,8 @@ def _core(
     else:
         kept, tested = passed, valid
         n = passed.sum(-1)
-        order = _sort_idx(ops, ops.where(kept, pos[None, :], K + pos[None, :]))  # kept first
-        emitted = ops.where(pos[None, :] < n[:, None], _take_along(ops, x, order), PAD_TOKEN)
+        order = ops.argsort_rows(ops.where(kept, pos[None, :], K + pos[None, :]))  # kept first
+        emitted = ops.where(pos[None, :] < n[:, None], ops.take_along_rows(x, order), PAD_TOKEN)
     samples = rejected | (rule.bonus != "none")  # (B,) rows that draw one more token
     sp = first_fail  # (B,) position whose target row is drawn from
     if rule.bonus == "last":
@@ -505,15 +503,3 @@ def _draw_unclamped(
     above = cdf > (u * mass)[:, None]  # (B, V)
     first = ops.argmax_last(ops.to_int64(above))
     return ops.where(ops.any_last(above), first, int(w.shape[1]) - 1)
-
-
-def _sort_idx(ops: NumpyOps | TorchOps, key: Array) -> Array:
-    if isinstance(ops, NumpyOps):
-        return np.argsort(key, axis=1, kind="stable")
-    return ops.torch.argsort(key, dim=1, stable=True)
-
-
-def _take_along(ops: NumpyOps | TorchOps, x: Array, idx: Array) -> Array:
-    if isinstance(ops, NumpyOps):
-        return np.take_along_axis(x, idx, axis=1)
-    return ops.torch.gather(x, 1, idx)
