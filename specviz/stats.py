@@ -29,6 +29,15 @@ from .errors import InputError
 ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
 MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this
 POWER = 0.99
+# A verdict speaks only when its test would catch a shift this large with probability POWER.
+# TV 0.05 is smaller than every law-changing classic mistake in their home scenarios and large
+# enough that a click in the app (N around 10^4 to 10^5) has the power to see it.
+MIN_TV = 0.05
+# The tokens-per-step test speaks only after this many verifications (the normal approximation
+# and the standard-error estimate need them) and when it would catch a shift of MIN_TOKENS
+# tokens per verification with probability POWER.
+MIN_ROUNDS = 100
+MIN_TOKENS = 0.05
 
 
 class ChiSquare(NamedTuple):
@@ -44,6 +53,12 @@ class ChiSquare(NamedTuple):
     cells: int  # cells after pooling
     impossible: int  # samples in cells of probability 0
     passed: bool  # statistic below the critical value and no impossible sample
+
+    @property
+    def conclusive(self) -> bool:
+        """The test has the power to speak: it catches a shift of :data:`MIN_TV` with
+        probability ``power``, or it saw a sample the target cannot produce (a certain fail)."""
+        return bool(self.impossible) or bool(self.detectable_tv <= MIN_TV)
 
 
 def counts(sequences: np.ndarray, V: int, L: int | None = None) -> np.ndarray:
@@ -163,3 +178,87 @@ def position_tests(sequences: np.ndarray, law: np.ndarray, **kw: float) -> list[
         marginal = law.sum(axis=tuple(a for a in range(L) if a != t))
         out.append(chi_square(np.bincount(seq[:, t], minlength=V), marginal, **kw))
     return out
+
+
+def needed_n(
+    law: np.ndarray,
+    *,
+    tv: float = MIN_TV,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    min_expected: float = MIN_EXPECTED,
+) -> int:
+    """Smallest N at which the joint test of ``law`` (any shape, probabilities) detects a TV
+    shift of ``tv`` with probability ``power``, pooling cells as :func:`chi_square` does at that N.
+
+    The degrees of freedom grow with N (fewer cells pooled), so the search is over N itself:
+    doubling to a bracket, then bisection on integers.
+    """
+    p0 = np.asarray(law, dtype=np.float64).ravel()
+    if not 0 < tv <= 1:
+        raise InputError("tv", "a total-variation distance in (0, 1]", str(tv))
+    pos = p0[p0 > 0]
+    has_zero = bool((p0 == 0).any())
+
+    def detect(n: int) -> float:
+        _, e = _pool(np.zeros(pos.size), n * pos, min_expected)
+        return _detectable(n, max(len(e) - 1, 0), has_zero, alpha, power)
+
+    hi = 1
+    while detect(hi) > tv:
+        hi *= 2
+        if hi > 2**40:
+            raise InputError("law", f"a law whose test can reach TV {tv} at some N", "none below 2^40")
+    lo = hi // 2
+    while hi - lo > 1:  # detect(lo) > tv >= detect(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if detect(mid) <= tv else (mid, hi)
+    return hi
+
+
+class MeanTest(NamedTuple):
+    """A z-test of a measured mean (tokens per verification) against its exact expectation."""
+
+    measured: float
+    expected: float
+    se: float  # standard error of the measured mean
+    z: float  # (measured - expected) / se; 0 when both are equal, +-inf when se is 0 and they differ
+    rounds: int  # observations behind the mean
+    alpha: float
+    detectable: float  # smallest shift of the mean detected with probability ``power``
+    power: float
+    passed: bool  # |z| within the two-sided critical value
+    conclusive: bool  # enough rounds, and ``detectable`` <= MIN_TOKENS
+
+    @property
+    def needed_rounds(self) -> int:
+        """Rounds at which this test would reach :data:`MIN_TOKENS` (same spread per round)."""
+        sd = self.se * np.sqrt(max(self.rounds, 1))
+        k = stats.norm.isf(self.alpha / 2) + stats.norm.isf(1 - self.power)
+        return int(max(MIN_ROUNDS, np.ceil((k * sd / MIN_TOKENS) ** 2)))
+
+
+def mean_test(
+    measured: float, expected: float, se: float, rounds: int, *, alpha: float = ALPHA, power: float = POWER
+) -> MeanTest:
+    """Two-sided z-test at level ``alpha``, with the shift it detects with probability ``power``.
+
+    A shift d is detected with probability about Phi(d / se - z_{alpha/2}), so the detectable
+    shift is (z_{alpha/2} + z_{power}) * se. Below :data:`MIN_ROUNDS` rounds the estimate of se
+    is itself unreliable (at N = 1 it is 0), so the test is inconclusive whatever z says.
+    """
+    if not 0 < alpha < 1:
+        raise InputError("alpha", "a level in (0, 1)", str(alpha))
+    diff = measured - expected
+    if se > 0:
+        z = diff / se
+    else:
+        z = 0.0 if diff == 0 else float(np.copysign(np.inf, diff))
+    crit = float(stats.norm.isf(alpha / 2))
+    detectable = float((crit + stats.norm.isf(1 - power)) * se)
+    ok_rounds = rounds >= MIN_ROUNDS and np.isfinite(measured) and np.isfinite(expected)
+    return MeanTest(
+        measured=float(measured), expected=float(expected), se=float(se), z=float(z), rounds=int(rounds),
+        alpha=alpha, detectable=detectable, power=power, passed=bool(abs(z) <= crit),
+        conclusive=bool(ok_rounds and detectable <= MIN_TOKENS),
+    )  # fmt: skip
