@@ -100,6 +100,8 @@ def process_logits(logits: Array, settings: Settings = DEFAULT) -> Array:
     -------
     Array
         Shape (..., V), float64, of the input's kind and device; every row sums to 1.
+        Torch tensors are processed on the CPU by the same NumPy code (the sort, the running
+        sums and the ties then agree exactly between the two), and returned on their device.
     """
     if not isinstance(settings, Settings):
         raise InputError("settings", "a specviz.processing.Settings", type(settings).__name__)
