@@ -1,0 +1,116 @@
+"""`pip install .` works: build the wheel, install it into a fresh virtual environment, run `specviz`.
+
+Offline and small: the wheel is built with the setuptools already installed (no build
+isolation, no index), and the fresh environment gets NumPy and SciPy by a path file pointing
+at links to the copies installed here, so nothing is downloaded. streamlit, plotly and torch
+are not visible inside it: the package must import and the command must run without them.
+About 6 s on the 2-core development machine, most of it creating the environment with pip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ("numpy", "scipy")  # the declared runtime dependencies
+OPTIONAL = ("torch", "streamlit", "plotly", "pandas")  # extras: must not be needed to import specviz
+
+
+def run(cmd: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV")}
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=300, **kw)
+    assert res.returncode == 0, f"{' '.join(map(str, cmd))} exited {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res
+
+
+def link_installed(name: str, into: Path) -> None:
+    """Link an installed distribution's package, its vendored libraries and its metadata into ``into``."""
+    pkg = Path(importlib.import_module(name).__file__).parent
+    site = pkg.parent
+    for path in [pkg, site / f"{name}.libs", *site.glob(f"{name}-*.dist-info")]:
+        if path.exists():
+            (into / path.name).symlink_to(path, target_is_directory=path.is_dir())
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv with the built wheel installed; returns its bin directory."""
+    tmp = tmp_path_factory.mktemp("install")
+    # `pip install .` on a copy of the checkout (app_pages/, tests/ and all: package discovery must
+    # pick specviz alone), so that no build/ or egg-info is left in the working tree.
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", "build", "dist",
+                                                              ".*cache", ".benchmarks", ".venv"))  # fmt: skip
+    dist = tmp / "dist"
+    run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+         "-w", str(dist)], cwd=src)  # fmt: skip
+    (wheel,) = dist.glob("specviz-*.whl")
+
+    venv = tmp / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    py = bindir / "python"
+    run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], cwd=tmp)
+    purelib = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp).stdout.strip()
+    deps = tmp / "deps"
+    deps.mkdir()
+    for name in RUNTIME:
+        link_installed(name, deps)
+    (Path(purelib) / "_specviz_test_deps.pth").write_text(str(deps) + "\n")
+    return bindir
+
+
+def test_wheel_holds_only_the_package_and_declares_its_dependencies(installed):
+    (wheel,) = (installed.parent.parent / "dist").glob("specviz-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"specviz"}
+    assert "specviz/cli.py" in names and "specviz/verify.py" in names
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+    plain = {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in requires if "extra ==" not in r}
+    assert plain == set(RUNTIME), requires
+    for extra, dep in (("torch", "torch"), ("app", "streamlit"), ("app", "plotly")):
+        assert any(r.startswith(dep) and f'extra == "{extra}"' in r for r in requires), (extra, dep, requires)
+    assert "specviz = specviz.cli:main" in entry
+
+
+def test_pip_check_finds_the_declared_dependencies(installed):
+    out = run([str(installed / "python"), "-m", "pip", "check"], cwd=installed).stdout
+    assert "No broken requirements" in out, out
+
+
+def test_console_command_runs_outside_the_repository(installed, tmp_path):
+    res = run([str(installed / "specviz"), "list"], cwd=tmp_path)
+    lines = res.stdout.splitlines()
+    from specviz.bugs import BUGS
+    from specviz.prove import SCENARIOS
+
+    assert {ln.split()[1] for ln in lines if ln.startswith("scenario ")} == set(SCENARIOS)
+    assert {ln.split()[1] for ln in lines if ln.startswith("bug ")} == set(BUGS)
+    bad = subprocess.run([str(installed / "specviz"), "prove", "--n", "0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "--n" in bad.stderr, (bad.returncode, bad.stderr)
+
+
+def test_package_imports_without_the_optional_dependencies(installed, tmp_path):
+    code = (
+        "import importlib.util, sys\n"
+        "import specviz, specviz.cli, specviz.prove, specviz.exact, specviz.theory, specviz.bugs, specviz.stats\n"
+        f"missing = [m for m in {OPTIONAL!r} if importlib.util.find_spec(m) is not None]\n"
+        "assert not missing, f'visible in the fresh venv: {missing}'\n"
+        f"loaded = [m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r}]\n"
+        "assert not loaded, loaded\n"
+        "print(specviz.__file__)\n"
+    )
+    out = run([str(installed / "python"), "-c", code], cwd=tmp_path).stdout.strip()
+    assert Path(out).is_relative_to(installed.parent), f"imported {out}, not the installed copy"
