@@ -1,0 +1,147 @@
+"""The "Sampling settings" lesson: which p, which q, and what a mismatch costs or breaks.
+
+# V vocabulary, K drafts
+
+Pure functions behind the app page: process a target's and a drafter's logits with their own
+settings (:mod:`specviz.processing`), and compute, exactly, what the first emitted token
+follows under the correct pipeline and under the two mismatches engines have shipped:
+
+- ``q_unprocessed``: the drafts are drawn from the drafter's *processed* law, but the verifier
+  is given the drafter's raw softmax as q;
+- ``target_unprocessed``: the verifier is given the target's raw softmax as p while the
+  request asked for other settings (plain decoding samples the processed target).
+
+Each is compared with three references: the raw target, the processed target, and plain
+decoding with the request's settings (the same law as the processed target: that is the
+definition of lossless here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import NamedTuple
+
+import numpy as np
+
+from . import theory
+from .errors import InputError
+from .processing import Settings, output_law, process_logits
+
+# Logit presets (target, draft) over a small vocabulary, with a line saying what each shows.
+PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {
+    "similar models": (
+        (2.0, 1.5, 0.5, 0.0, -0.5, -1.0, -2.0, -3.0),
+        (1.8, 1.2, 0.9, 0.1, -0.2, -1.5, -1.5, -2.5),
+        "a drafter close to the target: high acceptance at the same settings",
+    ),
+    "hot drafter": (
+        (3.0, 1.0, 0.0, -1.0, -2.0, -2.5, -3.0, -4.0),
+        (1.0, 0.8, 0.6, 0.4, 0.2, 0.0, -0.2, -0.4),
+        "the drafter spreads its mass: filtering it (top-k, lower temperature) raises acceptance",
+    ),
+    "different favourites": (
+        (0.5, 2.5, 1.0, 0.0, -1.0, -1.0, -2.0, -2.0),
+        (2.5, 0.5, 1.0, 0.0, -1.0, -1.0, -2.0, -2.0),
+        "the two models rank their top tokens differently",
+    ),
+}
+KNOBS = ("temperature", "top_k", "top_p")
+
+
+class Pipeline(NamedTuple):
+    name: str
+    description: str
+    verifier_p: np.ndarray  # (V,) the p the verifier is given
+    verifier_q: np.ndarray  # (V,) the q the verifier is given
+    law: np.ndarray  # (V,) exact law of the first emitted token
+    acceptance: float  # probability the first draft is accepted
+    tv_plain: float  # TV from plain decoding with the request's settings
+    tv_raw: float  # TV from the raw (unprocessed) target
+    lossless: bool  # tv_plain below LOSSLESS_TV
+
+
+LOSSLESS_TV = 1e-12  # float64 rounding of these closed forms is ~1e-16 per token
+
+
+class SettingsReport(NamedTuple):
+    p_raw: np.ndarray  # (V,) softmax of the target logits
+    p: np.ndarray  # (V,) processed target: what plain decoding with the request samples
+    q_raw: np.ndarray  # (V,) softmax of the draft logits
+    q: np.ndarray  # (V,) the law the drafts are drawn from
+    removed_p: np.ndarray  # (V,) bool: tokens the request's settings removed
+    removed_q: np.ndarray  # (V,) bool: tokens the drafter's settings removed
+    pipelines: list[Pipeline]  # correct first, then the mismatches
+    tokens_per_step: float  # the correct pipeline's exact expectation with K drafts
+    K: int
+
+
+def _tv(a: np.ndarray, b: np.ndarray) -> float:
+    return 0.5 * float(np.abs(a - b).sum())
+
+
+def _acceptance(p: np.ndarray, q: np.ndarray, reported: np.ndarray) -> float:
+    ratio = np.where(reported > 0, np.minimum(1.0, p / np.where(reported > 0, reported, 1.0)), 0.0)
+    return float((q * ratio).sum())
+
+
+def logits_vector(values: Sequence[float], name: str) -> np.ndarray:
+    """Typed logits (V,) as float64; -inf allowed (a token ruled out), NaN and +inf not."""
+    try:
+        z = np.asarray(list(values), dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InputError(name, "numbers (logits; -inf rules a token out)", str(e)) from e
+    if z.ndim != 1 or z.size < 1:
+        raise InputError(name, "at least one logit", f"{z.size}")
+    return z
+
+
+def settings_report(target_logits: Sequence[float], draft_logits: Sequence[float], request: Settings,
+                    drafter: Settings, K: int = 3) -> SettingsReport:  # fmt: skip
+    """Everything the page shows, computed exactly. Logits (V,) each; K >= 1 drafts."""
+    zt, zd = logits_vector(target_logits, "target_logits"), logits_vector(draft_logits, "draft_logits")
+    if zt.shape != zd.shape:
+        raise InputError("draft_logits", f"{zt.size} logits like target_logits", f"{zd.size}")
+    if int(K) < 1:
+        raise InputError("K", "at least 1 draft", str(K))
+    p_raw, p = process_logits(zt), process_logits(zt, request)
+    q_raw, q = process_logits(zd), process_logits(zd, drafter)
+    pipes = []
+    for name, desc, vp, vq in (
+        ("correct", "p processed with the request's settings; q the law each draft was drawn from", p, q),
+        ("q_unprocessed", "drafts drawn from the processed q, verified with the drafter's raw softmax as q", p, q_raw),
+        ("target_unprocessed", "the verifier's p is the raw softmax; the request asked for other settings", p_raw, q),
+    ):  # fmt: skip
+        law = output_law(vp, q, vq)
+        tv = _tv(law, p)
+        pipes.append(Pipeline(name, desc, vp, vq, law, _acceptance(vp, q, vq), tv, _tv(law, p_raw), tv < LOSSLESS_TV))
+    a = min(1.0, pipes[0].acceptance)  # rounding can pass 1
+    return SettingsReport(
+        p_raw=p_raw, p=p, q_raw=q_raw, q=q, removed_p=(zt > -np.inf) & (p == 0), removed_q=(zd > -np.inf) & (q == 0),
+        pipelines=pipes, tokens_per_step=theory.expected_tokens(a, int(K)), K=int(K),
+    )  # fmt: skip
+
+
+class SweepPoint(NamedTuple):
+    value: float
+    acceptance: float  # sum min(p, q) with the drafter's knob at ``value``
+    tokens_per_step: float  # (1 - a^(K+1)) / (1 - a)
+
+
+def sweep(target_logits: Sequence[float], draft_logits: Sequence[float], request: Settings, drafter: Settings,
+          knob: str, values: Sequence[float], K: int = 3) -> list[SweepPoint]:  # fmt: skip
+    """Acceptance and tokens per step as one of the drafter's settings varies, the target fixed.
+
+    The pipeline is the correct one at every point, so the output is the processed target
+    throughout: only the speed changes.
+    """
+    if knob not in KNOBS:
+        raise InputError("knob", "one of " + ", ".join(KNOBS), repr(knob))
+    zt, zd = logits_vector(target_logits, "target_logits"), logits_vector(draft_logits, "draft_logits")
+    p = process_logits(zt, request)
+    out = []
+    for v in values:
+        s = replace(drafter, **{knob: int(v) if knob == "top_k" else float(v)})
+        a = min(1.0, float(np.minimum(p, process_logits(zd, s)).sum()))  # rounding can pass 1
+        out.append(SweepPoint(float(v), a, theory.expected_tokens(a, int(K))))
+    return out

@@ -1,0 +1,77 @@
+"""The Sampling-settings lesson: the correct pipeline is lossless, each mismatch has its exact TV."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specviz import settings_demo as sd
+from specviz.errors import InputError
+from specviz.processing import Settings, process_logits
+
+REQUESTS = [Settings(), Settings(temperature=0.7, top_p=0.9), Settings(top_k=3), Settings(temperature=0)]
+DRAFTERS = [Settings(), Settings(temperature=1.5), Settings(top_k=2), Settings(temperature=0)]
+
+
+@pytest.mark.parametrize("preset", list(sd.PRESETS))
+def test_correct_pipeline_is_lossless_for_every_pair_of_settings(preset):
+    zt, zd, _ = sd.PRESETS[preset]
+    for request in REQUESTS:
+        for drafter in DRAFTERS:
+            rep = sd.settings_report(zt, zd, request, drafter)
+            correct = rep.pipelines[0]
+            assert correct.name == "correct" and correct.lossless and correct.tv_plain < 1e-12
+            np.testing.assert_allclose(correct.law, process_logits(zt, request), atol=1e-12)
+
+
+def test_mismatches_are_lossy_exactly_when_raw_and_processed_differ():
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    rep = sd.settings_report(zt, zd, Settings(top_p=0.9), Settings(top_k=2))
+    by = {pl.name: pl for pl in rep.pipelines}
+    assert not by["q_unprocessed"].lossless and by["q_unprocessed"].tv_plain > 0.01
+    assert not by["target_unprocessed"].lossless
+    # The unprocessed target is exactly what the verifier then reproduces: the raw softmax.
+    np.testing.assert_allclose(by["target_unprocessed"].law, rep.p_raw, atol=1e-12)
+    assert by["target_unprocessed"].tv_plain == pytest.approx(0.5 * np.abs(rep.p_raw - rep.p).sum(), abs=1e-12)
+    # Negative control for the badge: with default settings on both sides nothing differs.
+    plain = sd.settings_report(zt, zd, Settings(), Settings())
+    assert all(pl.lossless for pl in plain.pipelines)
+
+
+def test_greedy_drafter_reporting_its_softmax_is_the_classic_pipeline_bug():
+    zt, zd, _ = sd.PRESETS["similar models"]
+    rep = sd.settings_report(zt, zd, Settings(), Settings(temperature=0))
+    by = {pl.name: pl for pl in rep.pipelines}
+    assert rep.q.max() == 1.0 and by["correct"].lossless
+    assert by["q_unprocessed"].tv_plain > 0.01
+
+
+def test_removed_tokens_and_tokens_per_step():
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    rep = sd.settings_report(zt, zd, Settings(top_k=2), Settings(), K=3)
+    assert rep.removed_p.sum() == 6 and not rep.removed_q.any()
+    a = np.minimum(rep.p, rep.q).sum()
+    assert rep.tokens_per_step == pytest.approx((1 - a**4) / (1 - a), abs=1e-12)
+
+
+def test_sweep_finds_where_filtering_the_drafter_raises_acceptance():
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    pts = sd.sweep(zt, zd, Settings(top_k=2), Settings(), "top_k", [0, 1, 2, 3, 8], K=3)
+    acc = {int(pt.value): pt.acceptance for pt in pts}
+    assert acc[2] > acc[0]  # filtering the drafter like the request raises acceptance here
+    assert acc[8] == pytest.approx(acc[0], abs=1e-15)  # top-k >= V changes nothing
+    for pt in pts:
+        assert pt.tokens_per_step == pytest.approx(sum(pt.acceptance**i for i in range(4)), abs=1e-12)
+    temps = sd.sweep(zt, zd, Settings(), Settings(), "temperature", [1.0], K=1)
+    assert temps[0].acceptance == pytest.approx(np.minimum(process_logits(zt), process_logits(zd)).sum())
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(InputError, match="^draft_logits"):
+        sd.settings_report([0, 1], [0, 1, 2], Settings(), Settings())
+    with pytest.raises(InputError, match="^knob"):
+        sd.sweep([0, 1], [0, 1], Settings(), Settings(), "heat", [1])
+    with pytest.raises(InputError, match="^target_logits"):
+        sd.settings_report(["a"], [0], Settings(), Settings())
+    with pytest.raises(InputError, match="^K"):
+        sd.settings_report([0, 1], [0, 1], Settings(), Settings(), K=0)
