@@ -1,0 +1,260 @@
+"""Speculative sampling on real text: character n-gram models and a generation loop.
+
+# B rows (histories), K drafts per round, V vocabulary (characters), L characters, n sequences
+
+The corpus is the text of the Python documentation topics that every CPython installation
+carries (``pydoc_data.topics``): about 465,000 characters of English prose and code, read
+offline. Two models are trained on it at start-up, in well under a second:
+
+- the **target**, a character 5-gram; the **drafter**, a character trigram (order 3), whose
+  drafts the target accepts at a rate of about 0.6 at temperature 1 (averaged over contexts
+  of the corpus; tested);
+- both smoothed by Witten-Bell interpolation down to a uniform distribution:
+  ``P_n(w | h) = (c(h, w) + T(h) P_{n-1}(w | h')) / (c(h) + T(h))``, with c the counts of
+  the n-gram and of its context h, T(h) the number of distinct characters seen after h, and
+  h' the context shortened by one. The base is uniform, so every character has positive
+  probability under both models: the drafter can propose anything and the target never rules
+  a draft out.
+
+The models are plain callables from a batch of histories to logits, the protocol any pair of
+models can follow (:data:`Model`): ``model(histories) -> (B, V)`` logits, where
+``histories`` is a list of B lists of token ids. :func:`generate` runs draft-and-verify rounds
+with any two such models over the same vocabulary and any verifier with the signature of
+:func:`specviz.verify`, and :func:`target_law` gives the target's exact law of the next L
+tokens after a prompt, so the proof machinery of :mod:`specviz.stats` applies to real text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import InputError
+from .processing import Settings, process_logits
+from .verify import verify
+
+Model = Callable[[Sequence[Sequence[int]]], np.ndarray]  # histories (B lists of ids) -> logits (B, V)
+
+# Newline plus the printable ASCII characters; anything else in the corpus reads as "?".
+ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))
+UNKNOWN = "?"
+TARGET_ORDER = 5
+DRAFT_ORDER = 3
+
+
+def encode(text: str) -> np.ndarray:
+    """Characters -> token ids (len,) int64; characters outside :data:`ALPHABET` become '?'."""
+    index = {c: i for i, c in enumerate(ALPHABET)}
+    unk = index[UNKNOWN]
+    return np.fromiter((index.get(c, unk) for c in text), dtype=np.int64, count=len(text))
+
+
+def decode(ids: Sequence[int]) -> str:
+    return "".join(ALPHABET[int(i)] for i in ids)
+
+
+@cache
+def corpus() -> str:
+    """The training text: every documentation topic of this Python, in a fixed order."""
+    from pydoc_data import topics
+
+    return "\n\n".join(topics.topics[k] for k in sorted(topics.topics))
+
+
+class NGram:
+    """A character n-gram model with Witten-Bell interpolation (see the module docstring).
+
+    Counts are held as sorted arrays of n-gram codes (base V), so a batch of contexts is
+    looked up with two binary searches per order, whatever the batch size.
+    """
+
+    def __init__(self, ids: np.ndarray, order: int, V: int = len(ALPHABET)) -> None:
+        if order < 1:
+            raise InputError("order", "an integer >= 1", str(order))
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size < order:
+            raise InputError("ids", f"at least {order} tokens of training text", str(ids.size))
+        self.order, self.V = int(order), int(V)
+        self.codes: list[np.ndarray] = []  # per n: sorted unique n-gram codes
+        self.cum: list[np.ndarray] = []  # per n: running count, with a leading 0
+        for n in range(1, order + 1):
+            code = np.zeros(ids.size - n + 1, dtype=np.int64)
+            for k in range(n):
+                code = code * V + ids[k : ids.size - n + 1 + k]
+            uniq, cnt = np.unique(code, return_counts=True)
+            self.codes.append(uniq)
+            self.cum.append(np.concatenate([[0], np.cumsum(cnt)]))
+
+    def probs(self, histories: Sequence[Sequence[int]]) -> np.ndarray:
+        """Next-token probabilities (B, V) after each history (a list of token ids)."""
+        B, V, m = len(histories), self.V, self.order - 1
+        ctx = np.full((B, max(m, 1)), -1, dtype=np.int64)  # the last m ids, right-aligned; -1: none
+        for b, h in enumerate(histories):
+            tail = list(h)[-m:] if m else []
+            if tail:
+                ctx[b, m - len(tail) :] = tail
+        P = np.full((B, V), 1.0 / V)  # order 0: uniform
+        for n in range(1, self.order + 1):
+            k = n - 1  # context length at this order
+            have = np.ones(B, bool) if k == 0 else (ctx[:, m - k :] >= 0).all(1)
+            hc = np.zeros(B, dtype=np.int64)
+            for i in range(m - k, m):
+                hc = hc * V + np.maximum(ctx[:, i], 0)
+            codes, cum = self.codes[n - 1], self.cum[n - 1]
+            lo = np.searchsorted(codes, hc * V)
+            hi = np.searchsorted(codes, hc * V + V)
+            seen = hi - lo  # T(h): distinct next tokens
+            total = (cum[hi] - cum[lo]).astype(np.float64)  # c(h)
+            C = np.zeros((B, V))
+            rows = np.repeat(np.arange(B), seen)
+            idx = np.repeat(lo - np.cumsum(np.concatenate([[0], seen[:-1]])), seen) + np.arange(int(seen.sum()))
+            C[rows, codes[idx] % V] = (cum[idx + 1] - cum[idx]).astype(np.float64)
+            denom = total + seen
+            use = have & (denom > 0)
+            new = (C + seen[:, None] * P) / np.where(denom > 0, denom, 1.0)[:, None]
+            P = np.where(use[:, None], new, P)
+        return P
+
+    def __call__(self, histories: Sequence[Sequence[int]]) -> np.ndarray:
+        """The :data:`Model` protocol: logits (B, V) = log of :meth:`probs` (all finite)."""
+        return np.log(self.probs(histories))
+
+
+class Pair(NamedTuple):
+    target: NGram
+    drafter: NGram
+
+
+@cache
+def trained_pair(target_order: int = TARGET_ORDER, draft_order: int = DRAFT_ORDER) -> Pair:
+    """The target and the drafter, trained on :func:`corpus` (cached for the process)."""
+    ids = encode(corpus())
+    return Pair(NGram(ids, target_order), NGram(ids, draft_order))
+
+
+# --- draft-and-verify on text ------------------------------------------------------------------
+
+
+def _probs(model: Model, histories: list[list[int]], settings: Settings, V: int) -> np.ndarray:
+    logits = np.asarray(model(histories), dtype=np.float64)
+    if logits.shape != (len(histories), V):
+        raise InputError("model", f"logits of shape (B, V) = ({len(histories)}, {V})", f"{logits.shape}")
+    return process_logits(logits, settings)
+
+
+class Step(NamedTuple):
+    """One verification of one row, for display: drafts, their p and q, coins, what came out."""
+
+    drafts: list[int]
+    p_draft: list[float]  # p(x_i) at each draft position
+    q_draft: list[float]  # q(x_i)
+    coins: list[float]  # the acceptance uniform at each tested position (NaN: not reached)
+    accepted: int  # drafts kept
+    emitted: list[int]  # accepted drafts + the replacement or bonus token
+    bonus: bool  # the last emitted token is the bonus (every draft survived)
+    expected_tokens: float  # E[tokens | these drafts] = 1 + sum_i prod_{j<=i} min(1, p_j/q_j)
+
+
+def step(
+    target: Model,
+    drafter: Model,
+    history: Sequence[int],
+    K: int,
+    settings: Settings,
+    rng: np.random.Generator,
+    *,
+    V: int = len(ALPHABET),
+    verifier: Callable[..., Any] = verify,
+) -> Step:
+    """One draft-and-verify round after ``history``: K drafts, one verifier call."""
+    if int(K) < 1:
+        raise InputError("K", "at least 1 draft", str(K))
+    hist = list(history)
+    drafts, qrows = [], []
+    for _ in range(K):
+        q = _probs(drafter, [hist + drafts], settings, V)[0]
+        qrows.append(q)
+        drafts.append(int(np.searchsorted(np.cumsum(q), rng.random() * q.sum(), side="right").clip(0, V - 1)))
+    P = _probs(target, [hist + drafts[:i] for i in range(K + 1)], settings, V)  # (K+1, V)
+    Q = np.stack(qrows)  # (K, V)
+    res = verifier(P[None], None if settings.greedy else Q[None], np.array([drafts]), np.array([K]), rng=rng)
+    num = int(np.asarray(res.num_tokens)[0])
+    acc = int(np.asarray(res.num_accepted)[0])
+    px = [float(P[i, x]) for i, x in enumerate(drafts)]
+    qx = [float(Q[i, x]) for i, x in enumerate(drafts)]
+    ratio = [min(1.0, a / b) if b > 0 else 0.0 for a, b in zip(px, qx, strict=True)]
+    return Step(
+        drafts=drafts, p_draft=px, q_draft=qx, coins=[float(c) for c in np.asarray(res.accept_uniforms)[0]],
+        accepted=acc, emitted=[int(t) for t in np.asarray(res.tokens)[0, :num]], bonus=bool(np.asarray(res.bonus)[0]),
+        expected_tokens=1.0 + float(np.cumprod(ratio).sum()),
+    )  # fmt: skip
+
+
+def generate(
+    target: Model,
+    drafter: Model,
+    prompt: Sequence[int],
+    *,
+    n: int,
+    L: int,
+    K: int,
+    settings: Settings,
+    rng: np.random.Generator,
+    V: int = len(ALPHABET),
+    verifier: Callable[..., Any] = verify,
+) -> np.ndarray:
+    """n independent continuations of ``prompt``, L tokens each, by draft-and-verify rounds.
+
+    Vectorized over the n rows: each round drafts K tokens for every unfinished row, then one
+    verifier call on the padded batch. Returns (n, L) int64.
+    """
+    for name, value, low in (("n", n, 1), ("L", L, 1), ("K", K, 1)):
+        if int(value) < low:
+            raise InputError(name, f"an integer >= {low}", str(value))
+    prompt = [int(t) for t in prompt]
+    seqs = np.full((n, L), -1, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    for _ in range(L + 1):
+        active = np.flatnonzero(length < L)
+        if active.size == 0:
+            break
+        A = active.size
+        hist = [prompt + seqs[a, : length[a]].tolist() for a in active]
+        drafts = np.zeros((A, K), dtype=np.int64)
+        Q = np.zeros((A, K, V))
+        for i in range(K):
+            Q[:, i] = _probs(drafter, [h + drafts[r, :i].tolist() for r, h in enumerate(hist)], settings, V)
+            cdf = np.cumsum(Q[:, i], axis=1)
+            drafts[:, i] = np.minimum((cdf <= (rng.random(A) * cdf[:, -1])[:, None]).sum(1), V - 1)
+        P = np.zeros((A, K + 1, V))
+        for i in range(K + 1):
+            P[:, i] = _probs(target, [h + drafts[r, :i].tolist() for r, h in enumerate(hist)], settings, V)
+        res = verifier(P, None if settings.greedy else Q, drafts, np.full(A, K), rng=rng)
+        toks, num = np.asarray(res.tokens), np.asarray(res.num_tokens)
+        for t in range(K + 1):
+            take = (t < num) & (length[active] + t < L)
+            rows = active[take]
+            seqs[rows, length[rows] + t] = toks[take, t]
+        length[active] = np.minimum(length[active] + num, L)
+    else:
+        raise InputError("verifier", "at least one token emitted per round", "rounds that emit none")
+    return seqs
+
+
+def target_law(
+    target: Model, prompt: Sequence[int], L: int, settings: Settings, *, V: int = len(ALPHABET)
+) -> np.ndarray:
+    """Exact law (V,) * L of the next L tokens that plain decoding with ``settings`` samples."""
+    if not 1 <= int(L) <= 3:
+        raise InputError("L", "1, 2 or 3 tokens (V**L cells)", str(L))
+    prompt = [int(t) for t in prompt]
+    law = np.ones(1)
+    prefixes: list[list[int]] = [[]]
+    for _ in range(L):
+        P = _probs(target, [prompt + pre for pre in prefixes], settings, V)  # (len(prefixes), V)
+        law = (law[:, None] * P).reshape(-1)
+        prefixes = [pre + [x] for pre in prefixes for x in range(V)]
+    return law.reshape((V,) * L)
