@@ -1,0 +1,297 @@
+"""The interview walkthrough: questions, computed answers, and the formulas behind them.
+
+# K drafts, V vocabulary
+
+Each :class:`Question` has a prompt, a way to answer (a choice or a number), the answer as
+computed by specviz (never typed in), and a reveal that states the derivation. Numbers in the
+reveals are formatted from the same computations, so the text cannot drift from the math.
+
+The formulas (a = acceptance rate, K drafts, c = drafter cost relative to one target pass):
+
+- acceptance rate: a = sum_x min(p(x), q(x)) = 1 - TV(p, q);
+- the output law at one position: min(p, q) + (1 - a) * residual = p, with residual
+  (p - q)+ / (1 - a); resampling from p instead gives min(p, q) + (1 - a) p, which is not p
+  unless a = 1 or p = q;
+- tokens per target pass: sum_{i=0..K} a^i = (1 - a^(K+1)) / (1 - a); accepted drafts alone:
+  a (1 - a^K) / (1 - a) (the off-by-one trap: one fewer than the tokens per pass);
+- wall-time speedup over plain decoding: (1 - a^(K+1)) / ((1 - a)(K c + 1)); at K = 1 it is
+  (1 + a) / (1 + c), above 1 iff a > c;
+- verification cost: a forward pass over T tokens of a model with N parameters reads about
+  2N bytes of weights (16-bit) and does about 2NT floating-point operations, so it takes
+  max(2N / bandwidth, 2NT / peak): flat in T while T is below the ridge point
+  peak / bandwidth (FLOP per byte). Verifying K + 1 positions for each of B rows costs about
+  one decode step while B (K + 1) stays below the ridge; past it the pass becomes
+  compute-bound and grows with B (K + 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from . import speed, theory
+from .errors import InputError
+
+REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
+UNIFORM_Q = (0.25, 0.25, 0.25, 0.25)
+# A published accelerator's dense 16-bit peak and memory bandwidth (NVIDIA H100 SXM datasheet:
+# 989 TFLOP/s dense BF16, 3.35 TB/s HBM3), used only as a worked example of a ridge point.
+EXAMPLE_PEAK_FLOPS = 989e12
+EXAMPLE_BANDWIDTH = 3.35e12
+
+
+# --- the formulas ------------------------------------------------------------------------------
+
+
+def accepted_drafts(acceptance: float, K: int) -> float:
+    """Expected accepted drafts per verification: sum_{i=1..K} a^i = a (1 - a^K) / (1 - a)."""
+    return theory.expected_tokens(acceptance, K) - 1.0
+
+
+def speedup(acceptance: float, K: int, draft_cost: float) -> float:
+    """(1 - a^(K+1)) / ((1 - a)(K c + 1)): tokens per pass over the cost of a pass plus K drafts."""
+    return speed.speedup(theory.expected_tokens(acceptance, K), K, draft_cost)
+
+
+def best_K(acceptance: float, draft_cost: float, K_max: int = 16) -> int:
+    """The K in 1..K_max with the largest :func:`speedup` (the smallest on ties)."""
+    if int(K_max) < 1:
+        raise InputError("K_max", "at least 1", str(K_max))
+    return speed.speedup_table(acceptance, range(1, int(K_max) + 1), draft_cost).best_K
+
+
+class Roofline(NamedTuple):
+    tokens: np.ndarray  # (M,) tokens in one forward pass
+    seconds: np.ndarray  # (M,) max(memory time, compute time)
+    memory_seconds: float  # 2N / bandwidth
+    ridge_tokens: float  # peak / bandwidth: below it the pass is memory-bound
+
+
+def roofline(params: float, tokens: Sequence[int], *, bandwidth: float = EXAMPLE_BANDWIDTH,
+             peak_flops: float = EXAMPLE_PEAK_FLOPS) -> Roofline:  # fmt: skip
+    """Time of one forward pass over each token count, for a model of ``params`` parameters."""
+    if params <= 0 or bandwidth <= 0 or peak_flops <= 0:
+        raise InputError("params", "positive params, bandwidth and peak_flops", f"{params}, {bandwidth}, {peak_flops}")
+    t = np.asarray(list(tokens), dtype=np.float64)
+    mem = 2.0 * params / bandwidth
+    return Roofline(t, np.maximum(mem, 2.0 * params * t / peak_flops), mem, peak_flops / bandwidth)
+
+
+def verify_cost(batch: int, K: int, *, bandwidth: float = EXAMPLE_BANDWIDTH,
+                peak_flops: float = EXAMPLE_PEAK_FLOPS) -> float:  # fmt: skip
+    """Cost of verifying K + 1 positions for ``batch`` rows, in decode steps of the same batch.
+
+    The parameter count cancels: max(1, B (K+1) / ridge) / max(1, B / ridge).
+    """
+    if int(batch) < 1 or int(K) < 0:
+        raise InputError("batch", "at least 1 row and K >= 0", f"{batch}, {K}")
+    ridge = peak_flops / bandwidth
+    return max(1.0, batch * (K + 1) / ridge) / max(1.0, batch / ridge)
+
+
+def typical_acceptance_law(target_probs: Sequence[float], draft_probs: Sequence[float], epsilon: float,
+                           delta: float) -> np.ndarray:  # fmt: skip
+    """Exact first-token law (V,) of Medusa-style typical acceptance, a lossy rule.
+
+    The draft x ~ q is accepted iff p(x) > min(epsilon, delta exp(-H(p))); otherwise the token
+    is sampled from p. Law: q(x) [x accepted] + (1 - q(accepted set)) p(x).
+    """
+    p = theory.as_dist(target_probs, "target_probs")
+    q = theory.as_dist(draft_probs, "draft_probs")
+    h = -float(np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)))
+    ok = p > min(epsilon, delta * np.exp(-h))
+    return q * ok + (1.0 - float(q[ok].sum())) * p
+
+
+def shared_coin_two_token_law(target_probs: Sequence[float], draft_probs: Sequence[float]) -> np.ndarray:
+    """Exact law (V, V) of the first two tokens when one coin is used for both positions of a
+    context-free row with K = 2 drafts (the ``shared_uniform`` mistake), drafts i.i.d. from q.
+
+    With one coin u: x1 accepted iff u < r1 = min(1, p(x1)/q(x1)); then x2 iff u < r2. Given
+    x1 accepted, u is uniform on [0, r1), so x2 is accepted with probability min(r1, r2)/r1,
+    not r2. After a rejection the replacement is from the residual (fresh uniform) and the
+    next token comes from a new round, whose first token follows p.
+    """
+    p = theory.as_dist(target_probs, "target_probs")
+    q = theory.as_dist(draft_probs, "draft_probs")
+    d = theory.decompose(p, q)
+    r = d.accept_prob  # (V,) min(1, p/q)
+    V = p.size
+    law = np.zeros((V, V))
+    res = d.residual
+    for x1 in range(V):
+        if q[x1] == 0:
+            continue
+        # x1 rejected: token 1 from the residual, token 2 from a fresh round (law p).
+        law += q[x1] * (1 - r[x1]) * np.outer(res, p)
+        for x2 in range(V):
+            if q[x2] == 0:
+                continue
+            both = min(r[x1], r[x2])  # P(u < r1 and u < r2)
+            law[x1, x2] += q[x1] * q[x2] * both
+            law[x1] += q[x1] * q[x2] * (r[x1] - both) * res  # x2 rejected: residual
+    return law
+
+
+# --- the questions -----------------------------------------------------------------------------
+
+
+class Question(NamedTuple):
+    key: str
+    title: str
+    prompt: str
+    kind: str  # "choice" or "number"
+    choices: tuple[str, ...]  # for "choice"
+    answer: str | float  # the right choice, or the number
+    tolerance: float  # accepted |answer - typed| for numbers
+    reveal: str  # the derivation, with computed numbers
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}f}"
+
+
+def questions() -> list[Question]:
+    """The walkthrough, in order. Every answer is computed here."""
+    p, q = np.array(REFERENCE_P), np.array(UNIFORM_Q)
+    d = theory.decompose(p, q)
+    a = d.acceptance_rate
+    tok3 = theory.expected_tokens(a, 3)
+    acc3 = accepted_drafts(a, 3)
+    wrong = d.accepted + d.total_variation * p  # resample from p
+    tv_wrong = theory.total_variation(wrong, p)
+    s = speedup(0.7, 3, 0.1)
+    bk = best_K(0.8, 0.05)
+    bk_table = speed.speedup_table(0.8, range(1, 17), 0.05)
+    ridge = EXAMPLE_PEAK_FLOPS / EXAMPLE_BANDWIDTH
+    cost_small, cost_big = verify_cost(8, 4), verify_cost(256, 4)
+    typ = typical_acceptance_law(p, q, 0.3, 0.6)
+    shared = shared_coin_two_token_law(p, q)
+    exact2 = np.outer(p, p)
+    tv_shared = theory.total_variation(shared, exact2)
+    return [
+        Question(
+            "acceptance", "Acceptance rate",
+            "Target p = [0.5, 0.3, 0.15, 0.05], draft q uniform over 4 tokens. A draft x is accepted with "
+            "probability min(1, p(x)/q(x)). What is the probability that the draft is accepted?",
+            "number", (), a, 0.005,
+            f"a = sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x)) = {_fmt(a)}. It is also 1 - TV(p, q): "
+            f"TV = {_fmt(theory.total_variation(p, q))}.",
+        ),
+        Question(
+            "residual", "The residual",
+            "After a rejection, which distribution must the replacement token come from for the output to be p?",
+            "choice", ("p itself", "(p - q)+ normalized", "q", "uniform"), "(p - q)+ normalized", 0.0,
+            "Accepted mass is min(p, q); the missing mass is p - min(p, q) = (p - q)+, which sums to 1 - a. "
+            "Drawing the replacement from (p - q)+ / (1 - a) adds exactly it back. Drawing from p instead gives "
+            f"min(p, q) + (1 - a) p = {np.round(wrong, 3).tolist()} here, not p: TV {_fmt(tv_wrong)}.",
+        ),
+        Question(
+            "tokens", "Tokens per target pass",
+            f"With the acceptance rate above (a = {_fmt(a, 2)}, the same at every position) and K = 3 drafts, how "
+            "many tokens does one verification emit on average (accepted drafts plus the replacement or bonus)?",
+            "number", (), tok3, 0.01,
+            f"Draft i is reached and accepted with probability a^i, and one more token always comes out: "
+            f"sum_(i=0..K) a^i = (1 - a^(K+1)) / (1 - a) = {_fmt(tok3)}. The off-by-one trap: accepted drafts "
+            f"alone are a (1 - a^K) / (1 - a) = {_fmt(acc3)}.",
+        ),
+        Question(
+            "speedup", "Wall-time speedup",
+            "Acceptance 0.7, K = 3 drafts, and each drafter step costs c = 0.1 of a target pass. What is the "
+            "speedup over plain decoding (target time per token)?",
+            "number", (), s, 0.01,
+            f"(1 - a^(K+1)) / ((1 - a)(K c + 1)) = {_fmt(theory.expected_tokens(0.7, 3))} / 1.3 = {_fmt(s)}. "
+            "At K = 1 the speedup is (1 + a) / (1 + c): there is one iff a > c.",
+        ),
+        Question(
+            "best_k", "The best K",
+            "Acceptance 0.8, drafter cost c = 0.05. Which K (1 to 16) maximizes the speedup?",
+            "number", (), float(bk), 0.0,
+            f"Tokens per pass saturate at 1 / (1 - a) = {_fmt(1 / (1 - 0.8), 1)} while the cost K c grows linearly; "
+            f"the speedup peaks at K = {bk} ({_fmt(float(bk_table.speedup.max()))}x).",
+        ),
+        Question(
+            "roofline", "Why verifying K + 1 tokens is almost free",
+            f"An accelerator with a ridge point of {ridge:.0f} FLOP per byte (e.g. {EXAMPLE_PEAK_FLOPS / 1e12:.0f} "
+            f"TFLOP/s over {EXAMPLE_BANDWIDTH / 1e12:.2f} TB/s). Verifying K = 4 drafts for a batch of 256 rows "
+            "costs how many plain decode steps of that batch?",
+            "number", (), cost_big, 0.1,
+            f"A pass over T tokens takes max(2N / bandwidth, 2NT / peak): memory-bound and flat while T is below "
+            f"{ridge:.0f}. With B = 8, B (K+1) = 40 tokens: {_fmt(cost_small, 2)} decode steps, almost free. With "
+            f"B = 256, B (K+1) = 1280 tokens is past the ridge: {_fmt(cost_big, 2)} decode steps.",
+        ),
+        Question(
+            "bonus", "The bonus token",
+            "Every one of the K drafts is accepted. What happens next?",
+            "choice", ("stop: K tokens", "one more token from p at position K", "one more from q", "resample all"),
+            "one more token from p at position K", 0.0,
+            "The target pass already computed p at position K (after the last draft), so one more token comes "
+            "from it for free. In a ragged batch that is the row's own position num_draft[b], not the padded "
+            "last row. After a rejection at position i, the KV cache entries of positions after i are discarded.",
+        ),
+        Question(
+            "sample_match", "Is sample-and-match lossless?",
+            "Rule: draw y from p at each position, accept while y equals the draft, emit y at the first mismatch.",
+            "choice", ("lossless", "lossy"), "lossless", 0.0,
+            f"Lossless: every emitted token is a fresh draw from p. But it accepts a draft with probability "
+            f"sum_x p(x) q(x) = {_fmt(float(p @ q))} here against sum min(p, q) = {_fmt(a)}: lossless is not the "
+            "same as efficient.",
+        ),
+        Question(
+            "shared_coin", "Is one coin for every position lossless?",
+            "Rule: the correct verifier, but one uniform u per row is compared with min(1, p/q) at every position.",
+            "choice", ("lossless", "lossy"), "lossy", 0.0,
+            f"Lossy: the first token is right, but given acceptance u is small, so the second draft is accepted "
+            f"too often. Exact law of the first two tokens here: TV {_fmt(tv_shared, 4)} from p x p.",
+        ),
+        Question(
+            "typical", "Is typical acceptance lossless?",
+            "Medusa-style rule: accept draft x iff p(x) > min(0.3, 0.6 exp(-H(p))), else sample from p.",
+            "choice", ("lossless", "lossy"), "lossy", 0.0,
+            f"Lossy: accepted tokens are not thinned to min(p, q), and the fallback is p, not the residual. "
+            f"Exact first-token law here: {np.round(typ, 3).tolist()}, TV {_fmt(theory.total_variation(typ, p))} "
+            "from p.",
+        ),
+    ]  # fmt: skip
+
+
+def check(question: Question, answer: str | float | None) -> bool:
+    """True when ``answer`` is right (numbers within the question's tolerance)."""
+    if answer is None:
+        return False
+    if question.kind == "choice":
+        return answer == question.answer
+    try:
+        return abs(float(answer) - float(question.answer)) <= question.tolerance
+    except (TypeError, ValueError):
+        return False
+
+
+def cheat_sheet(results: dict[str, bool] | None = None) -> str:
+    """One page of Markdown: the rule, the formulas with worked numbers, the classic mistakes."""
+    from .bugs import BUGS
+
+    qs = questions()
+    lines = [
+        "# Speculative sampling: cheat sheet",
+        "",
+        "## The rule",
+        "- Accept draft x iff u * q(x) < p(x) (probability min(1, p(x)/q(x))), fresh u per position.",
+        "- Stop at the first rejection; replace from (p - q)+ normalized (p if that has no mass).",
+        "- All K accepted: one bonus token from p at position K (the row's own, in a ragged batch).",
+        "- p is the target after the request's temperature/top-k/top-p; q is exactly the law each draft came from.",
+        "",
+        "## Formulas (worked on p = [0.5, 0.3, 0.15, 0.05], q uniform)",
+    ]
+    for q in qs:
+        lines.append(f"- **{q.title}.** {q.reveal}")
+    lines += ["", "## Classic mistakes"]
+    for b in BUGS.values():
+        lines.append(f"- **{b.name}**: {b.title}. Caught by {b.caught_by}.")
+    if results:
+        right = sum(results.get(q.key, False) for q in qs)
+        lines += ["", f"## Your answers: {right} of {len(qs)} right"]
+        lines += [f"- {'right' if results.get(q.key) else 'review'}: {q.title}" for q in qs]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,121 @@
+"""The interview walkthrough: every formula against simulation or exact computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from specviz import interview as iv
+from specviz import simulate, theory, verify
+from specviz.bugs import BUGS
+from specviz.markov import Drafter, make_chain
+from specviz.position import draw_iid
+from specviz.speed import measure_tokens
+
+P, Q = np.array(iv.REFERENCE_P), np.array(iv.UNIFORM_Q)
+CRIT = 0.001  # level of every chi-square below
+
+
+def chi2_passes(counts: np.ndarray, law: np.ndarray) -> bool:
+    """Pearson chi-square at level CRIT over cells with expectation >= 5 (the rest pooled)."""
+    n = counts.sum()
+    e, o = n * law.ravel(), counts.ravel().astype(float)
+    small = e < 5
+    e = np.append(e[~small], e[small].sum())
+    o = np.append(o[~small], o[small].sum())
+    keep = e > 0
+    stat = ((o[keep] - e[keep]) ** 2 / e[keep]).sum()
+    return stat < sps.chi2.isf(CRIT, keep.sum() - 1)
+
+
+def test_every_answer_is_computed_and_checked():
+    qs = {q.key: q for q in iv.questions()}
+    assert qs["acceptance"].answer == pytest.approx(0.7, abs=1e-12)
+    assert qs["tokens"].answer == pytest.approx((1 - 0.7**4) / 0.3, abs=1e-12)
+    assert qs["speedup"].answer == pytest.approx(((1 - 0.7**4) / 0.3) / 1.3, abs=1e-12)
+    for q in qs.values():
+        assert iv.check(q, q.answer)
+        assert not iv.check(q, None)
+        if q.kind == "number":
+            assert not iv.check(q, float(q.answer) + 2 * q.tolerance + 0.01)
+            assert not iv.check(q, "abc")
+        else:
+            assert q.answer in q.choices
+            assert not iv.check(q, next(c for c in q.choices if c != q.answer))
+
+
+def test_acceptance_and_tokens_per_pass_against_the_verifier():
+    """Measured mean over 200,000 rows within 4 standard errors of each closed form."""
+    a = theory.acceptance_rate(P, Q)
+    m = measure_tokens(P, Q, [1, 3], 200_000, seed=1)
+    for K, mean, se in zip(m.K, m.mean, m.se, strict=True):
+        assert abs(mean - theory.expected_tokens(a, int(K))) < 4 * se
+        assert abs((mean - 1) - iv.accepted_drafts(a, int(K))) < 4 * se
+    # Negative control for the off-by-one: accepted drafts are not the tokens per pass.
+    assert abs(m.mean[1] - iv.accepted_drafts(a, 3)) > 20 * m.se[1]
+
+
+def test_speedup_exists_at_k1_iff_a_exceeds_c_and_best_k_is_the_argmax():
+    for a in np.linspace(0, 0.95, 20):
+        for c in np.linspace(0, 1, 21):
+            s = iv.speedup(a, 1, c)
+            assert s == pytest.approx((1 + a) / (1 + c), abs=1e-12)
+            if abs(a - c) > 1e-9:
+                assert (s > 1) == (a > c)
+    for a, c in [(0.8, 0.05), (0.5, 0.2), (0.95, 0.01), (0.3, 0.5)]:
+        brute = max(range(1, 17), key=lambda K: (iv.speedup(a, K, c), -K))
+        assert iv.best_K(a, c) == brute
+
+
+def test_verify_cost_is_the_roofline_ratio():
+    ridge = iv.EXAMPLE_PEAK_FLOPS / iv.EXAMPLE_BANDWIDTH
+    for B, K in [(1, 4), (8, 4), (64, 3), (256, 4), (1024, 7)]:
+        r = iv.roofline(7e9, [B * (K + 1), B])
+        assert iv.verify_cost(B, K) == pytest.approx(r.seconds[0] / r.seconds[1], rel=1e-12)
+        assert (iv.verify_cost(B, K) == 1.0) == (B * (K + 1) <= ridge)
+
+
+def test_typical_acceptance_law_against_simulation_with_a_negative_control():
+    rng = np.random.default_rng(2)
+    n = 200_000
+    x = draw_iid(Q, rng.random(n))
+    h = -(P * np.log(P)).sum()
+    accept = P[x] > min(0.3, 0.6 * np.exp(-h))
+    out = np.where(accept, x, draw_iid(P, rng.random(n)))
+    counts = np.bincount(out, minlength=4)
+    law = iv.typical_acceptance_law(P, Q, 0.3, 0.6)
+    assert chi2_passes(counts, law)
+    assert not chi2_passes(counts, P)  # lossy: the target's law is rejected
+
+
+def test_shared_coin_two_token_law_against_the_real_bug():
+    rng = np.random.default_rng(4)
+    target, draft = make_chain(np.tile(P, (5, 1))), make_chain(np.tile(Q, (5, 1)))
+    sim = simulate.generate(BUGS["shared_uniform"].verifier, target, Drafter(draft), n=200_000, L=2, K=2, rng=rng)
+    counts = np.bincount(sim.sequences[:, 0] * 4 + sim.sequences[:, 1], minlength=16)
+    law = iv.shared_coin_two_token_law(P, Q)
+    assert abs(law.sum() - 1) < 1e-12
+    assert chi2_passes(counts, law)
+    assert not chi2_passes(counts, np.outer(P, P))  # negative control: the bug is not lossless
+    good = simulate.generate(verify, target, Drafter(draft), n=200_000, L=2, K=2, rng=rng)
+    assert chi2_passes(np.bincount(good.sequences[:, 0] * 4 + good.sequences[:, 1], minlength=16), np.outer(P, P))
+
+
+def test_sample_and_match_acceptance_is_sum_p_q():
+    rng = np.random.default_rng(6)
+    n = 400_000
+    x, y = draw_iid(Q, rng.random(n)), draw_iid(P, rng.random(n))
+    rate = (x == y).mean()
+    assert abs(rate - P @ Q) < 4 * np.sqrt(P @ Q * (1 - P @ Q) / n)
+    assert P @ Q < theory.acceptance_rate(P, Q)
+
+
+def test_cheat_sheet_carries_every_formula_and_the_score():
+    qs = iv.questions()
+    sheet = iv.cheat_sheet({q.key: i % 2 == 0 for i, q in enumerate(qs)})
+    for q in qs:
+        assert q.title in sheet
+    for name in BUGS:
+        assert name in sheet
+    assert f"{(len(qs) + 1) // 2} of {len(qs)} right" in sheet
