@@ -229,7 +229,8 @@ def questions() -> list[Question]:
             "one more token from p at position K", 0.0,
             "The target pass already computed p at position K (after the last draft), so one more token comes "
             "from it for free. In a ragged batch that is the row's own position num_draft[b], not the padded "
-            "last row. After a rejection at position i, the KV cache entries of positions after i are discarded.",
+            "last row. After a rejection at position i, the KV cache entries of the rejected draft and of every "
+            "position after it are discarded; the replacement token's entry is computed by the next pass.",
         ),
         Question(
             "sample_match", "Is sample-and-match lossless?",
