@@ -40,6 +40,10 @@ class MarkovChain(NamedTuple):
             law = law[..., :, None] * self.table[1:]  # (..., V) -> (..., V, V): x_prev, x_next
         return law
 
+    def inverse_cdf(self) -> InverseCDF:
+        """Running sums of every row, computed once, for drawing many tokens by inverse CDF."""
+        return inverse_cdf(self.table)
+
     def greedy_path(self, L: int) -> np.ndarray:
         """Plain greedy decoding: argmax at each step, ties to the lowest id. Shape (L,)."""
         out, prev = [], START
@@ -47,6 +51,38 @@ class MarkovChain(NamedTuple):
             prev = int(np.argmax(self.probs(prev)))
             out.append(prev)
         return np.array(out, dtype=np.int64)
+
+
+class InverseCDF(NamedTuple):
+    """Inverse-CDF tables of R probability rows (a chain's R = V+1 rows), built once.
+
+    A row's token for uniform u is the first index whose running sum exceeds ``u * total``,
+    never past the last token with mass: exactly :func:`specviz.simulate.sample_rows`, whose
+    running sums are the same row-wise ``np.cumsum`` and so bit-identical. Storing +inf from
+    the last token with mass on turns that cap into the comparison itself, so a draw is one
+    gather, one product and one count per row: token v wins on u in
+    [cdf[v-1] / total, cdf[v] / total), an interval of length p(v) up to the last bit, and a
+    token of probability 0 wins on an empty interval.
+    """
+
+    thresholds: np.ndarray  # (R, V) running sums; +inf from the last token with mass on
+    totals: np.ndarray  # (R,) each row's running sum at its last token
+
+    def draw(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """One token per draw: row indices rows (A,) into the table, uniforms u (A,) -> (A,) int64."""
+        thr = self.thresholds.take(rows, axis=0)  # (A, V)
+        x = u * self.totals.take(rows)  # (A,)
+        return (thr <= x[:, None]).sum(axis=1, dtype=np.int64)
+
+
+def inverse_cdf(table: np.ndarray) -> InverseCDF:
+    """:class:`InverseCDF` of probability rows (R, V), each with some positive mass."""
+    t = np.asarray(table, dtype=np.float64)
+    cdf = np.cumsum(t, axis=1)  # (R, V) row by row, in order: the sums sample_rows computes
+    V = t.shape[1]
+    last = V - 1 - np.argmax(t[:, ::-1] > 0, axis=1)  # (R,) last token with mass
+    thresholds = np.where(np.arange(V)[None, :] < last[:, None], cdf, np.inf)
+    return InverseCDF(thresholds, cdf[:, -1].copy())
 
 
 def make_chain(table: np.ndarray, name: str = "table") -> MarkovChain:

@@ -11,6 +11,8 @@ verifier that reads past the count produces a visibly wrong law instead of passi
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -45,9 +47,78 @@ class Simulation(NamedTuple):
     expected_tokens_per_round: float  # mean of expected[ctx, num_draft] over the rounds run; NaN without it
 
 
+CHUNK = 1 << 14  # sequences simulated together: a round's padded batch, (K+1)*V float64 per row, stays in cache
+
+
 def garbage_token(V: int) -> int:
     """The token that fills unused draft slots: the last id, a valid but wrong token."""
     return V - 1
+
+
+class _Tables:
+    """What the rounds read from the chains, laid out once per run.
+
+    Row c+1 of ``target`` and ``draft`` is the chain's distribution after token c (row 0 after
+    START, as in :class:`MarkovChain`), and the extra row V+1 is one-hot on
+    :func:`garbage_token`: a round's padded tensors are then a single gather of table rows by
+    *code* (the context + 1, or V+1 for a slot past the row's draft count), with no per-call
+    probability lookups and no masked writes.
+    """
+
+    def __init__(self, target: MarkovChain, drafter: Drafter) -> None:
+        V = target.V
+        self.V, self.g = V, garbage_token(V)
+        self.pad_row = V + 1  # the garbage row's code
+        garbage = np.eye(V)[self.g][None, :]  # (1, V)
+        self.target = np.concatenate([target.table, garbage])  # (V+2, V)
+        self.draft = np.concatenate([drafter.chain.table, garbage]) if drafter.reports_q else None  # (V+2, V)
+        self.icdf = drafter.chain.inverse_cdf() if drafter.samples else None
+        self.argmax = np.argmax(drafter.chain.table, axis=1)  # (V+1,) ties to the lowest id, as np.argmax
+
+    def drafts(self, ctx: np.ndarray, K: int, rng: np.random.Generator) -> np.ndarray:
+        """K drafts per row (A, K), each conditioned on the previous one; one uniform per sampled draft."""
+        A = ctx.shape[0]
+        out = np.empty((A, K), dtype=np.int64)
+        code = ctx + 1  # (A,) table row of the current context
+        for i in range(K):  # K sequential drafting steps, vectorized over rows
+            if self.icdf is not None:
+                out[:, i] = self.icdf.draw(code, rng.random(A))
+            else:
+                out[:, i] = self.argmax.take(code)
+            code = out[:, i] + 1
+        return out
+
+    def build(
+        self,
+        ctx: np.ndarray,
+        drafts: np.ndarray,
+        num_draft: np.ndarray,
+        target_out: np.ndarray | None = None,
+        draft_out: np.ndarray | None = None,
+    ) -> Round:
+        """The padded batch for drafts (A, K) after contexts ctx (A,), optionally into buffers.
+
+        ``target_out`` (A, K+1, V) and ``draft_out`` (A, K, V), when given, are overwritten and
+        returned inside the Round: a run reuses them every round instead of faulting in fresh
+        pages for two large temporaries.
+        """
+        A, K = drafts.shape
+        codes = np.empty((A, K + 1), dtype=np.int64)  # (A, K+1) table row of each position's context
+        codes[:, 0] = ctx + 1
+        np.add(drafts, 1, out=codes[:, 1:])
+        draft_codes = codes[:, :K]  # (A, K) the draft row at position i has the same context
+        tokens = drafts
+        if A and int(num_draft.min()) < K:  # ragged: slots past a row's count get the garbage row
+            pos = np.arange(K + 1)
+            draft_codes = np.where(pos[None, :K] < num_draft[:, None], draft_codes, self.pad_row)
+            tokens = np.where(pos[None, :K] < num_draft[:, None], drafts, self.g)
+            codes[pos[None, :] > num_draft[:, None]] = self.pad_row
+        # mode="clip" lets take write straight into out= (codes are in range by construction).
+        target_probs = np.take(self.target, codes, axis=0, out=target_out, mode="clip")
+        draft_probs = None
+        if self.draft is not None:
+            draft_probs = np.take(self.draft, draft_codes, axis=0, out=draft_out, mode="clip")
+        return Round(target_probs, draft_probs, tokens, num_draft)
 
 
 def build_round(
@@ -59,22 +130,9 @@ def build_round(
     the target and the draft tensors and that token as the draft: a verifier that reads them
     accepts a wrong token with certainty.
     """
-    A, K = drafts.shape
-    V = target.V
-    g = garbage_token(V)
-    pos = np.arange(K + 1)
-    ctxs = np.concatenate([ctx[:, None], drafts], axis=1)  # (A, K+1) context of each position
-    valid_t = pos[None, :] <= num_draft[:, None]  # (A, K+1) target rows that are read
-    ctxs = np.where(valid_t, ctxs, START)  # keep garbage contexts in range
-    target_probs = target.probs(ctxs)  # (A, K+1, V)
-    target_probs[~valid_t] = np.eye(V)[g]
-    valid = pos[None, :K] < num_draft[:, None]  # (A, K) draft slots that are read
-    tokens = np.where(valid, drafts, g)
-    draft_probs = None
-    if drafter.reports_q:
-        draft_probs = drafter.chain.probs(ctxs[:, :K])  # (A, K, V)
-        draft_probs[~valid] = np.eye(V)[g]
-    return Round(target_probs, draft_probs, tokens, num_draft)
+    ctx = np.asarray(ctx, dtype=np.int64)
+    drafts = np.asarray(drafts, dtype=np.int64)
+    return _Tables(target, drafter).build(ctx, drafts, np.asarray(num_draft, dtype=np.int64))
 
 
 def sample_rows(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -87,14 +145,53 @@ def sample_rows(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def draft_tokens(drafter: Drafter, ctx: np.ndarray, K: int, rng: np.random.Generator) -> np.ndarray:
     """K drafts per row (A, K), each conditioned on the previous one."""
-    A = ctx.shape[0]
-    out = np.empty((A, K), dtype=np.int64)
-    prev = ctx
-    for i in range(K):  # K sequential drafting steps, vectorized over rows
-        rows = drafter.chain.probs(prev)  # (A, V)
-        prev = sample_rows(rows, rng.random(A)) if drafter.samples else np.argmax(rows, axis=1)
-        out[:, i] = prev
-    return out
+    tables = _Tables(drafter.chain, drafter)
+    return tables.drafts(np.asarray(ctx, dtype=np.int64), K, rng)
+
+
+def _verifier_call(verifier: Verifier) -> Verifier:
+    """The verifier, told to skip its input checks when it has a ``validate`` keyword.
+
+    Every batch is rows of validated chains and one-hot garbage rows, laid out by this
+    module, so the checks could only re-confirm that; they are a fifth of the verifier's time
+    at V = 4. The rule under test runs unchanged. A user's verifier without the keyword is
+    called exactly as :func:`specviz.verify` documents, with ``rng=`` alone.
+    """
+    try:
+        params = inspect.signature(verifier).parameters
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return verifier
+    if "validate" in params:
+        return functools.partial(verifier, validate=False)
+    return verifier
+
+
+class _Tally:
+    """Per-round statistics kept as integer counts, so a round adds a few bincounts."""
+
+    def __init__(self, V: int, K: int, with_expected: bool) -> None:
+        self.K = K
+        self.num = np.zeros(K + 2, dtype=np.int64)  # rows by tokens emitted, 0..K+1
+        self.accepted = np.zeros(K, dtype=np.int64)
+        self.tested = np.zeros(K, dtype=np.int64)
+        self.drafts = 0
+        self.ctx_j = np.zeros((V + 1) * (K + 1), dtype=np.int64) if with_expected else None  # rows by (ctx+1, j)
+
+    def add(self, ctx: np.ndarray, j: np.ndarray, num: np.ndarray, n_acc: np.ndarray) -> None:
+        K = self.K
+        self.num += np.bincount(num, minlength=K + 2)
+        self.drafts += int(j.sum())
+        if self.ctx_j is not None:
+            self.ctx_j += np.bincount((ctx + 1) * (K + 1) + j, minlength=self.ctx_j.size)
+        # Position i was accepted where n_acc > i, and tested where i <= n_acc and i < j.
+        self.accepted += _at_least(np.clip(n_acc, 0, K), K)
+        self.tested += _at_least(np.clip(np.minimum(n_acc, j - 1), -1, K - 1) + 1, K)
+
+
+def _at_least(m: np.ndarray, K: int) -> np.ndarray:
+    """(K,) how many of m (values in 0..K) are >= i + 1, for i = 0..K-1."""
+    c = np.bincount(m, minlength=K + 1)  # (K+1,)
+    return np.cumsum(c[::-1])[::-1][1:]
 
 
 def generate(
@@ -109,70 +206,90 @@ def generate(
     ragged: bool = False,
     greedy: bool = False,
     expected: np.ndarray | None = None,
+    chunk: int = CHUNK,
 ) -> Simulation:
     """Generate n sequences of L tokens by repeated draft-and-verify rounds.
 
-    ``verifier`` has the signature of :func:`specviz.verify` (it is called with ``rng=``);
+    ``verifier`` has the signature of :func:`specviz.verify` (it is called with ``rng=``,
+    and with ``validate=False`` when it takes that keyword: see :func:`_verifier_call`);
     with ``greedy=True`` the target is decoded at temperature 0 with
     :func:`specviz.verify_greedy` and ``verifier`` is ignored. ``ragged`` draws each row's
     draft count uniformly from 0..K every round; otherwise every row drafts K.
+    ``expected`` (V+1, K+1) is :func:`specviz.theory.chain_expected_tokens` for the pair.
+
+    Sequences are simulated ``chunk`` at a time, each chunk round after round until all its
+    sequences are complete: the sequences are independent, so this changes which uniform
+    feeds which draw but not the law, and keeps every array of a round in cache.
     """
-    for name, value, low in (("n", n, 0), ("L", L, 1), ("K", K, 0)):
+    for name, value, low in (("n", n, 0), ("L", L, 1), ("K", K, 0), ("chunk", chunk, 1)):
         if int(value) < low:
             raise InputError(name, f"an integer >= {low}", str(value))
+    n, L, K = int(n), int(L), int(K)
     if drafter.chain.V != target.V:
         raise InputError("drafter", f"a chain over V = {target.V} tokens", f"V = {drafter.chain.V}")
     V = target.V
-    seqs = np.full((n, L), -1, dtype=np.int64)
-    length = np.zeros(n, dtype=np.int64)
-    tok_sum = tok_sq = 0.0
-    draft_sum = 0
-    expected_sum = 0.0
-    calls = 0
-    accepted = np.zeros(K, dtype=np.int64)
-    tested = np.zeros(K, dtype=np.int64)
-    for _ in range(L * (K + 2) + 1):  # every round emits >= 1 token for a sound verifier
-        active = np.flatnonzero(length < L)
-        if active.size == 0:
-            break
-        A = active.size
-        last = seqs[active, np.maximum(length[active] - 1, 0)]
-        ctx = np.where(length[active] > 0, last, START)  # (A,)
-        j = rng.integers(0, K + 1, size=A) if ragged else np.full(A, K, dtype=np.int64)
-        rnd = build_round(target, drafter, ctx, draft_tokens(drafter, ctx, K, rng), j)
-        if greedy:
-            res = verify_greedy(rnd.target_probs, rnd.draft_tokens, j)
+    if expected is not None:
+        expected = np.asarray(expected, dtype=np.float64)
+        if expected.shape != (V + 1, K + 1):
+            raise InputError("expected", f"shape (V+1, K+1) = ({V + 1}, {K + 1})", f"shape {expected.shape}")
+    call = _verifier_call(verifier)
+    tables = _Tables(target, drafter)
+    tally = _Tally(V, K, expected is not None)
+    C = max(1, min(int(chunk), n))
+    target_buf = np.empty((C, K + 1, V))  # reused by every round of every chunk
+    draft_buf = np.empty((C, K, V)) if drafter.reports_q else None
+    W = L + K + 1  # a row's tokens so far, plus room for one more round's K+1
+    steps = np.arange(K + 1)
+    seqs = np.empty((n, L), dtype=np.int64)
+    for c0 in range(0, n, C):
+        m = min(C, n - c0)
+        out = np.full((m, W), -1, dtype=np.int64)  # (m, W) tokens of this chunk's sequences
+        flat = out.reshape(-1)
+        length = np.zeros(m, dtype=np.int64)
+        active = np.arange(m)
+        for _ in range(L * (K + 2) + 1):  # every round emits >= 1 token for a sound verifier
+            A = active.size
+            if A == 0:
+                break
+            ln = length[active]
+            start = active * W + ln  # (A,) where each active row's next token goes
+            ctx = np.where(ln > 0, flat[start - 1], START)  # (A,)
+            j = rng.integers(0, K + 1, size=A) if ragged else np.full(A, K, dtype=np.int64)
+            rnd = tables.build(ctx, tables.drafts(ctx, K, rng), j, target_buf[:A],
+                               None if draft_buf is None else draft_buf[:A])  # fmt: skip
+            if greedy:
+                res = verify_greedy(rnd.target_probs, rnd.draft_tokens, j)
+            else:
+                res = call(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens, j, rng=rng)
+            toks, num = _check_result(res, A, K, V)
+            n_acc = np.asarray(res.num_accepted).astype(np.int64, copy=False)
+            if n_acc.shape != (A,):
+                raise InputError("verifier", f"num_accepted of shape ({A},)", f"shape {n_acc.shape}")
+            tally.add(ctx, j, num, n_acc)
+            # All K+1 slots are written; those past num_tokens are overwritten by the next round
+            # or lie past L, so only emitted tokens reach the sequences.
+            flat[start[:, None] + steps[None, :]] = toks
+            length[active] = ln + num
+            active = active[ln + num < L]
         else:
-            res = verifier(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens, j, rng=rng)
-        toks, num = _check_result(res, A, K, V)
-        calls += A
-        tok_sum += float(num.sum())
-        tok_sq += float((num.astype(np.float64) ** 2).sum())
-        draft_sum += int(j.sum())
-        if expected is not None:
-            expected_sum += float(expected[ctx + 1, j].sum())
-        n_acc = np.asarray(res.num_accepted)
-        pos = np.arange(K)
-        tested += ((pos[None, :] <= n_acc[:, None]) & (pos[None, :] < j[:, None])).sum(0)
-        accepted += (pos[None, :] < n_acc[:, None]).sum(0)
-        for t in range(K + 1):  # append emitted tokens, truncating at L
-            take = (t < num) & (length[active] + t < L)
-            rows = active[take]
-            seqs[rows, length[rows] + t] = toks[take, t]
-        length[active] = np.minimum(length[active] + num, L)
-    else:
-        raise InputError("verifier", "at least one token emitted per round", "rounds that emit none")
-    mean = tok_sum / max(calls, 1)
-    var = max(tok_sq / max(calls, 1) - mean**2, 0.0)
+            raise InputError("verifier", "at least one token emitted per round", "rounds that emit none")
+        seqs[c0 : c0 + m] = out[:, :L]
+    calls = int(tally.num.sum())
+    k = np.arange(K + 2)
+    mean = float(k @ tally.num) / max(calls, 1)
+    var = max(float((k * k) @ tally.num) / max(calls, 1) - mean**2, 0.0)
+    expected_mean = float("nan")
+    if expected is not None:
+        expected_mean = float(tally.ctx_j @ expected.ravel()) / max(calls, 1)
     return Simulation(
         sequences=seqs,
         num_verifications=calls,
         tokens_per_round=mean,
         tokens_per_round_se=float(np.sqrt(var / max(calls, 1))),
-        mean_num_draft=draft_sum / max(calls, 1),
-        accept_by_position=accepted / np.maximum(tested, 1),
-        tested_by_position=tested,
-        expected_tokens_per_round=expected_sum / max(calls, 1) if expected is not None else float("nan"),
+        mean_num_draft=tally.drafts / max(calls, 1),
+        accept_by_position=tally.accepted / np.maximum(tally.tested, 1),
+        tested_by_position=tally.tested,
+        expected_tokens_per_round=expected_mean,
     )
 
 
@@ -188,7 +305,7 @@ def _check_result(res: Any, A: int, K: int, V: int) -> tuple[np.ndarray, np.ndar
                          f"{toks.shape} and {num.shape}")  # fmt: skip
     if num.size and (num.min() < 0 or num.max() > K + 1):
         raise InputError("verifier", f"num_tokens in [0, {K + 1}]", f"{num.min()}..{num.max()}")
-    emitted = np.arange(K + 1)[None, :] < num[:, None]
-    if emitted.any() and ((toks[emitted] < 0) | (toks[emitted] >= V)).any():
+    emitted = np.arange(K + 1)[None, :] < num[:, None]  # (A, K+1)
+    if (emitted & ((toks < 0) | (toks >= V))).any():
         raise InputError("verifier", f"emitted tokens in [0, {V})", "out-of-range tokens")
     return toks, num
