@@ -1,0 +1,409 @@
+"""Block verification (Sun et al., ICLR 2025), batched and ragged, for NumPy and PyTorch.
+
+# B rows, K drafts (padded width), V vocabulary
+
+The chain verifier (:mod:`specviz.verify`) judges each draft on its own and stops at the
+first rejection. Block verification judges the block: a draft that looks bad on its own can
+still be kept when the drafts before it were better than needed. It keeps at least as many
+drafts as the chain in expectation (proved below) and is optimal among lossless verifiers that
+see one draft block and only its conditional probabilities (the paper's theorem; not proved
+here).
+
+The rule, for a row with ``j = num_draft[b]`` drafts x_1 .. x_j (``draft_tokens[b, i-1]``),
+target rows p_0 .. p_j (p_i is the target after x_1 .. x_i) and draft rows q_0 .. q_{j-1}:
+
+- weights: w_0 = 1 and w_i = min(1, w_{i-1} p_{i-1}(x_i) / q_{i-1}(x_i)); a draft the
+  drafter says it could not have drawn (q_{i-1}(x_i) = 0) gets w_i = 0, like the chain's
+  rejection of it.
+- residual masses m_i = sum_x max(0, w_i p_i(x) - q_i(x)) for i < j.
+- thresholds h_i = m_i / (m_i + 1 - w_i) for 1 <= i < j (1 when that is 0/0, i.e. w_i = 1 and
+  p_i = q_i: see below), and h_j = w_j.
+- one fresh uniform eta_i per draft; tau = the largest i with eta_i < h_i, 0 if there is none.
+  Every eta is looked at: a later one can rescue the block after an earlier one "failed".
+- emit x_1 .. x_tau, then one more token: from p_j (the bonus) if tau = j, otherwise from the
+  residual max(0, w_tau p_tau - q_tau) / m_tau (from p_tau if m_tau is 0, which only rounding
+  can reach; at tau = 0 this is the chain's residual, since w_0 = 1).
+
+The paper compares eta_i <= h_i; the strict test differs on a set of uniforms of measure zero
+and makes h = 0 never and h = 1 always pass, as the chain's ``u * q < p`` does.
+
+Why the output follows the target. Write P(x^i) = p_0(x_1) ... p_{i-1}(x_i) and
+Q(x^i) = q_0(x_1) ... q_{i-1}(x_i) for the probability of a prefix under target and drafter.
+
+(1) The chance of keeping at least i drafts. Given the first i drafts x^i,
+Pr[tau >= i | x^i] = w_i. By induction from i = j down: at i = j, tau >= j iff eta_j < w_j.
+For i < j, tau >= i fails iff eta_i fails and tau < i + 1, so
+Pr[tau < i | x^i] = (1 - h_i) (1 - E[w_{i+1} | x^i]) by the induction hypothesis. Now
+E[w_{i+1} | x^i] = sum_x q_i(x) min(1, w_i p_i(x) / q_i(x)) = sum_x min(q_i(x), w_i p_i(x))
+= w_i - m_i (min(a, b) = b - max(0, b - a), summed; tokens with q_i(x) = 0 add 0 on both sides).
+With 1 - h_i = (1 - w_i) / (m_i + 1 - w_i) the product is 1 - w_i. In the 0/0 case
+(w_i = 1, m_i = 0) the second factor 1 - E[w_{i+1}] is 0, so any h_i would do.
+
+(2) The chance of stopping at exactly i with prefix x^i, from (1):
+Pr[X^i = x^i, tau = i] = Q(x^i) (w_i - E[w_{i+1} | x^i]) = Q(x^i) m_i for i < j, and Q(x^j) w_j
+for i = j. So the round emits x^i followed by y with probability
+Q(x^i) max(0, w_i p_i(y) - q_i(y)) for i < j, and Q(x^j) w_j p_j(y) for i = j.
+
+(3) Telescoping. Let the round's output (i + 1 tokens) be continued by sampling from the
+target; it suffices that every sequence z of j + 1 tokens has probability P(z). With
+rho_i = Q(z^i) w_i / P(z^i) (rho_0 = 1), the recursion for w gives
+rho_{i+1} = min(rho_i, Q(z^{i+1}) / P(z^{i+1})), and the probability of z is, by (2),
+sum_{i<j} Q(z^i) max(0, w_i p_i(z_{i+1}) - q_i(z_{i+1})) P(z) / P(z^{i+1})
++ Q(z^j) w_j p_j(z_{j+1}) P(z) / P(z^{j+1}) = P(z) [sum_{i<j} (rho_i - rho_{i+1}) + rho_j]
+= P(z) rho_0 = P(z), because max(0, rho_i - Q/P) = rho_i - min(rho_i, Q/P). (Sequences with
+P(z) = 0 get probability 0: Q(x^i) w_i <= P(x^i) always, so every term vanishes.) The next
+round starts from the emitted prefix, so the argument repeats round after round.
+
+At least as many drafts as the chain: the expected number kept is
+sum_{i=1..j} Pr[tau >= i] = sum_i E_q[w_i] by (1), and the chain keeps
+sum_i E_q[prod_{k<i} min(1, p_k(x_{k+1}) / q_k(x_{k+1}))]; since min(1, ab) >= min(1, a) min(1, b),
+w_i is at least the chain's product, term by term. On the paper's toy example (context-free
+p = (1/3, 2/3), q = (2/3, 1/3), j = 2) block verification keeps 11/9 drafts, the chain 10/9.
+
+The extra token is drawn by inverse CDF from one uniform on integer weights (each weight
+floored to a multiple of 2^-58 and summed exactly), so NumPy and torch return identical tokens
+for the same uniforms; the masses m_i are those same integer sums, so the thresholds agree too.
+The law moves by at most V * 2^-58 in total variation (4.5e-13 at V = 128256).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from . import _validate as check
+from ._xp import NumpyOps, TorchOps, ops_for
+from .errors import InputError
+from .verify import PAD_TOKEN, Uniforms, Verification
+
+Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
+Ops = NumpyOps | TorchOps
+
+# Weights are floored to multiples of 1 / QUANT and held as int64: integer sums do not depend on
+# the order of addition, so every backend gets the same masses and the same tokens.
+QUANT = 2.0**58
+MAX_ROW_MASS = 16.0  # a row of weights summing past this is no probability row (int64 headroom)
+
+Last = Literal["capped", "product"]
+
+
+class BlockThresholds(NamedTuple):
+    """What block verification compares its uniforms with, for drawing a step or a court.
+
+    ``weights``: (B, K+1) float64, w_0 .. w_j; NaN past num_draft[b].
+    ``residual_mass``: (B, K+1) float64, m_i = sum_x max(0, w_i p_i(x) - q_i(x)) for i < j
+    (as the integer sums the draw uses); NaN from num_draft[b] on.
+    ``thresholds``: (B, K) float64, at column i - 1 the threshold h_i of the i-th draft's
+    uniform; NaN past num_draft[b].
+    """
+
+    weights: Array
+    residual_mass: Array
+    thresholds: Array
+
+
+class Batch(NamedTuple):
+    """Validated padded inputs. Shared with :mod:`specviz.sample_match`."""
+
+    ops: Ops
+    target: Array  # (B, K+1, V) as given (rows past num_draft may hold anything)
+    draft: Array | None  # (B, K, V) as given, or None for a deterministic drafter
+    tokens: Array  # (B, K) int64, 0 past num_draft: safe column indices
+    num_draft: Array  # (B,) int64
+    valid: Array  # (B, K) bool, position < num_draft
+    B: int
+    K: int
+    V: int
+
+
+def verify_block(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+) -> Verification:
+    """Block verification of a padded batch of drafts; the output follows the target exactly.
+
+    Parameters
+    ----------
+    target_probs
+        Shape (B, K+1, V). Row b reads positions 0..num_draft[b] (the last one for the bonus);
+        later positions are ignored.
+    draft_probs
+        Shape (B, K, V): the distribution each draft token was sampled from. ``None`` for a
+        deterministic drafter (q one-hot on the drafted token; lossless whatever rule chose
+        the drafts).
+    draft_tokens
+        Shape (B, K) integers; entries at positions >= num_draft[b] are ignored (may be -1).
+    num_draft
+        Shape (B,) integers in [0, K].
+    rng
+        ``numpy.random.Generator`` for NumPy inputs, ``torch.Generator`` for torch inputs;
+        default a fresh unseeded one. Draws ``accept`` (B, K) first, then ``sample`` (B,).
+    uniforms
+        Explicit :class:`~specviz.Uniforms` instead of ``rng``: ``accept`` (B, K) holds the
+        uniform eta_i of the i-th draft at column i - 1, ``sample`` (B,) the uniform of the
+        residual or bonus draw. The layout is :func:`specviz.verify`'s, so the same uniforms
+        drive either rule.
+    validate
+        Check shapes, ranges and the probability rows that are read.
+
+    Returns
+    -------
+    Verification
+        As from :func:`specviz.verify`, except that ``ratios`` holds the threshold h_i each
+        uniform was compared with (the i-th draft's at column i - 1; every draft below
+        num_draft[b] is looked at): the draft count kept is the largest i with
+        ``accept_uniforms[:, i-1] < ratios[:, i-1]``, 0 if none.
+    """
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    ua, us = get_uniforms(batch, rng, uniforms, validate)
+    return _verify(batch, ua, us, "capped", validate)
+
+
+def verify_block_lossy(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+) -> Verification:
+    """LOSSY: block verification with the last threshold min(1, prod p/q) instead of w_j.
+
+    Kept for comparison only. The uncapped product P(x^j) / Q(x^j) is what a verifier that
+    accepted or rejected the whole block as one draw from the joint would use, and it is at
+    least w_j (which caps the running ratio at 1 after every draft). Paired with the
+    per-position residuals of block verification it over-accepts: step (1) of the proof in
+    :mod:`specviz.block` needs Pr[tau >= j | x^j] = w_j exactly.
+
+    Exact figures on the paper's toy example (context-free p = (1/3, 2/3), q = (2/3, 1/3),
+    2 drafts): it keeps 4/3 drafts per step against 11/9 for block verification and 10/9 for
+    the chain, and the round's 3 tokens (its output continued by the target) are 1/9 away from
+    the target's law in total variation. tests/test_block.py computes both by enumeration.
+
+    Parameters and result as in :func:`verify_block`.
+    """
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    ua, us = get_uniforms(batch, rng, uniforms, validate)
+    return _verify(batch, ua, us, "product", validate)
+
+
+def block_thresholds(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    last: Last = "capped",
+    validate: bool = True,
+) -> BlockThresholds:
+    """The weights, residual masses and thresholds of block verification, without drawing.
+
+    Arguments as in :func:`verify_block`; ``last="product"`` gives the thresholds of
+    :func:`verify_block_lossy`.
+    """
+    if last not in ("capped", "product"):
+        raise InputError("last", "'capped' or 'product'", repr(last))
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    w, m, h = _thresholds(batch, last, validate)
+    ops, B, K = batch.ops, batch.B, batch.K
+    j = batch.num_draft
+    pos1 = ops.arange(K + 1)
+    m_full = ops.full((B, K + 1), float("nan"), np.float64)
+    m_full[:, :K] = m
+    nan = float("nan")
+    return BlockThresholds(
+        weights=ops.where(pos1[None, :] <= j[:, None], w, nan),
+        residual_mass=ops.where(pos1[None, :] < j[:, None], m_full, nan),
+        thresholds=h,
+    )
+
+
+def prepare(
+    target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array, *, validate: bool
+) -> Batch:
+    """Check a padded batch the way :func:`specviz.verify` does; errors name the argument."""
+    ops = ops_for(target_probs)
+    T = _arg(ops, target_probs, "target_probs")
+    x = _arg(ops, draft_tokens, "draft_tokens")
+    j = _arg(ops, num_draft, "num_draft")
+    check.check_ndim("draft_tokens", x, 2, "(B, K)")
+    B, K = int(x.shape[0]), int(x.shape[1])
+    check.check_ndim("target_probs", T, 3, "(B, K+1, V)")
+    V = int(T.shape[2])
+    check.check_shape("target_probs", T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
+    check.check_shape("num_draft", j, (B,), "(B,)")
+    if V < 1:
+        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
+    check.check_integer("draft_tokens", x, ops)
+    check.check_integer("num_draft", j, ops)
+    x, j = ops.to_int64(x), ops.to_int64(j)
+    check.check_range("num_draft", j, 0, K, ops, "draft counts")
+    valid = ops.arange(K)[None, :] < j[:, None]  # (B, K)
+    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
+    if Q is not None:
+        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
+    check.check_float("target_probs", T, ops)
+    if Q is not None:
+        check.check_float("draft_probs", Q, ops)
+    if validate:
+        check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
+        pos1 = ops.arange(K + 1)
+        check.check_prob_rows("target_probs", T[pos1[None, :] <= j[:, None]], ops)  # (rows read, V)
+        if Q is not None:
+            check.check_prob_rows("draft_probs", Q[valid], ops)
+    xs = ops.where(valid, x, 0)  # (B, K)
+    return Batch(ops, T, Q, xs, j, valid, B, K, V)
+
+
+def get_uniforms(batch: Batch, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
+    """accept (B, K) and sample (B,) uniforms as float64, from ``uniforms`` or ``rng``."""
+    ops, B, K = batch.ops, batch.B, batch.K
+    if uniforms is None:
+        return ops.uniforms(rng, (B, K)), ops.uniforms(rng, (B,))
+    if rng is not None:
+        raise InputError("uniforms", "either rng or uniforms, not both", "both")
+    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
+        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
+    try:
+        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
+    check.check_shape("uniforms.accept", ua, (B, K), "(B, K)")
+    check.check_shape("uniforms.sample", us, (B,), "(B,)")
+    if validate:
+        check.check_uniforms("uniforms.accept", ua, ops)
+        check.check_uniforms("uniforms.sample", us, ops)
+    return ua, us
+
+
+def inverse_cdf(ops: Ops, weights: Array, u: Array, validate: bool) -> Array:
+    """One token per row from non-negative float64 weights (R, V) and uniforms u (R,).
+
+    The first index whose running integer weight exceeds ``floor(u * total)``; a token of
+    weight 0 is never drawn. Rows with no mass at all return token 0 (callers never pass one).
+    """
+    wq = quantize(ops, weights, validate)  # (R, V) int64
+    C = ops.cumsum_int(wq)  # (R, V)
+    total = C[:, -1]  # (R,)
+    thr = ops.floor_int(u * ops.to_float64(total))  # (R,) in [0, total]
+    thr = ops.where(thr < total, thr, total - 1)  # rounding of u * total may reach total
+    return ops.count_le(C, thr)
+
+
+def quantize(ops: Ops, w: Array, validate: bool) -> Array:
+    """Non-negative float64 weights (..., V) floored to multiples of 1 / QUANT, as int64."""
+    if not validate:  # inputs were not checked: refuse what would overflow or be undefined
+        sums = ops.row_sums64(w)
+        if not ops.isfinite_all(sums) or (int(np.prod(w.shape)) and ops.scalar(sums.max()) >= MAX_ROW_MASS):
+            raise InputError("target_probs", f"probability rows (each summing to less than {MAX_ROW_MASS:g})",
+                             "values too large or not finite (validate=False skipped the checks)")  # fmt: skip
+    return ops.floor_int(w * QUANT)
+
+
+def _arg(ops: Ops, x: Any, name: str) -> Array:
+    """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
+    try:
+        return ops.asarray(x)
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
+
+
+def _row(batch: Batch, table: Array, b: Array, pos: Array, mask: Array) -> Array:
+    """(R, V) float64 rows table[b, pos], zero where mask is False (unread rows may be NaN)."""
+    ops = batch.ops
+    return ops.where(mask[:, None], ops.to_float64(table[b, pos]), 0.0)
+
+
+def _residual(batch: Batch, w: Array, b: Array, pos: Array, mask: Array) -> Array:
+    """(R, V) float64 max(0, w p_pos - q_pos) for rows b at positions pos < num_draft[b].
+
+    The one formula both the masses and the draw use, so they see the same floats.
+    """
+    ops = batch.ops
+    p = _row(batch, batch.target, b, pos, mask)  # (R, V)
+    r = w[:, None] * p
+    if batch.draft is None:  # one-hot q on the drafted token
+        cols = ops.arange(batch.V)[None, :]
+        r = r - ops.to_float64(cols == batch.tokens[b, pos][:, None])
+    else:
+        r = r - _row(batch, batch.draft, b, pos, mask)
+    return ops.where(r > 0, r, 0.0)
+
+
+def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array, Array]:
+    """w (B, K+1), m (B, K) float64 masses, h (B, K) thresholds (NaN past num_draft)."""
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    j, valid, xs = batch.num_draft, batch.valid, batch.tokens
+    px = ops.where(valid, ops.to_float64(batch.target[ar[:, None], pos[None, :], xs]), 0.0)  # (B, K)
+    if batch.draft is None:
+        qx = ops.where(valid, 1.0, 0.0)
+    else:
+        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    ratio = ops.where(qx > 0, px / ops.where(qx > 0, qx, 1.0), 0.0)  # (B, K) 0 where q(x) = 0
+    w = ops.full((B, K + 1), 1.0, np.float64)
+    prod = ops.full((B, K + 1), 1.0, np.float64)  # the uncapped product, for the lossy variant
+    for k in range(K):  # K sequential steps, vectorized over rows
+        t = ops.where(w[:, k] > 0, w[:, k] * ratio[:, k], 0.0)  # 0 * inf would be NaN
+        w[:, k + 1] = ops.where(valid[:, k], ops.where(t < 1, t, 1.0), w[:, k])
+        t = ops.where(prod[:, k] > 0, prod[:, k] * ratio[:, k], 0.0)
+        prod[:, k + 1] = ops.where(valid[:, k], t, prod[:, k])
+    M = ops.full((B, K), 0, np.int64)  # (B, K) integer masses
+    for k in range(K):
+        kk = ops.full((B,), k, np.int64)
+        M[:, k] = quantize(ops, _residual(batch, w[:, k], ar, kk, valid[:, k]), validate).sum(-1)
+    m = ops.to_float64(M) / QUANT  # (B, K)
+    den = m + (1.0 - w[:, :K])
+    h = ops.where(den > 0, m / ops.where(den > 0, den, 1.0), 1.0)  # (B, K) h_i at column i
+    wj = w[ar, j]  # (B,)
+    last_thr = wj if last == "capped" else ops.where(prod[ar, j] < 1, prod[ar, j], 1.0)
+    H = ops.full((B, K), float("nan"), np.float64)  # (B, K) threshold of the i-th draft at column i-1
+    if K > 1:
+        H[:, : K - 1] = h[:, 1:]
+    H = ops.where(pos[None, :] == (j - 1)[:, None], last_thr[:, None], H)
+    H = ops.where(valid, H, float("nan"))
+    return w, m, H
+
+
+def _verify(batch: Batch, ua: Array, us: Array, last: Last, validate: bool) -> Verification:
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    j, valid = batch.num_draft, batch.valid
+    w, m, H = _thresholds(batch, last, validate)
+    passed = valid & (ua < H)  # (B, K) NaN thresholds never pass
+    if K:
+        score = ops.where(passed, pos[None, :] + 1, 0)  # (B, K)
+        tau = score[ar, ops.argmax_last(score)]  # (B,) the largest passing i, 0 if none
+    else:
+        tau = ops.full((B,), 0, np.int64)
+    bonus = tau == j
+    m_tau = m[ar, ops.where(bonus, 0, tau)] if K else ops.full((B,), 0.0, np.float64)
+    use_res = ~bonus & (m_tau > 0)  # (B,) residual rows; the others draw from p_tau
+    tau_q = ops.where(bonus, 0, tau)  # (B,) a safe draft position for the residual formula
+    res = _residual(batch, w[ar, tau_q], ar, tau_q, use_res) if K else None
+    p = _row(batch, batch.target, ar, tau, ops.full((B,), True, bool))  # (B, V) p_tau
+    weights = p if res is None else ops.where(use_res[:, None], res, p)
+    token = inverse_cdf(ops, weights, us, validate)  # (B,)
+
+    x = ops.where(valid, batch.tokens, PAD_TOKEN)
+    tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = ops.where(pos[None, :] < tau[:, None], x, PAD_TOKEN)
+    tokens[ar, tau] = token
+    return Verification(
+        tokens=tokens,
+        num_tokens=tau + 1,
+        num_accepted=tau,
+        accept_uniforms=ops.where(valid, ua, float("nan")),
+        ratios=H,
+        bonus=bonus,
+        sample_uniforms=us + 0.0,
+    )
