@@ -189,23 +189,34 @@ class Timing(NamedTuple):
     backend: str
     seconds: float  # median over the repeats, inputs already on the device, validation off
     repeats: int
-    rows_per_second: float
+    rows_per_second: float | None  # None when the median time is below the timer's resolution
     agrees: bool  # same tokens as NumPy on the same uniforms (checked before timing)
     rows_differing: int  # rows whose tokens differ from NumPy's (0 when agrees)
+    threads: int | None  # torch.get_num_threads() for PyTorch CPU; None where it does not apply
 
 
 def time_backends(
     inputs: BatchInputs, backends: Sequence[str], *, budget_s: float = 0.3, max_repeats: int = 25
 ) -> list[Timing]:
     """Time each backend on the same inputs, after checking it returns NumPy's tokens."""
+    return _time_backends(inputs, backends, budget_s=budget_s, max_repeats=max_repeats)[0]
+
+
+def _time_backends(
+    inputs: BatchInputs, backends: Sequence[str], *, budget_s: float = 0.3, max_repeats: int = 25, keep_rows: int = 0
+) -> tuple[list[Timing], dict[str, Verification]]:
+    """:func:`time_backends`, and the first ``keep_rows`` rows of each backend's result (its warm-up call)."""
     reference = run_backend(inputs, "NumPy")
     B = int(inputs.num_draft.shape[0])
-    out = []
+    out, heads = [], {}
     for backend in backends:
         batch = _to_backend(inputs, backend)
         first = _to_numpy(_verify(batch, validate=False))  # also the warm-up
+        heads[backend] = Verification(*(np.asarray(x)[:keep_rows] for x in first))
         differing = int((first.tokens != reference.tokens).any(axis=1).sum())
+        del first
         sync = _synchronizer(backend)
+        threads = _threads(backend)
         times: list[float] = []
         while len(times) < max_repeats and (len(times) < 3 or sum(times) < budget_s):
             t0 = time.perf_counter()
@@ -213,8 +224,17 @@ def time_backends(
             sync()
             times.append(time.perf_counter() - t0)
         med = float(np.median(times))
-        out.append(Timing(backend, med, len(times), B / med if med > 0 else float("inf"), differing == 0, differing))
-    return out
+        out.append(Timing(backend, med, len(times), B / med if med > 0 else None, differing == 0, differing, threads))
+    return out, heads
+
+
+def _threads(backend: str) -> int | None:
+    """The intra-op threads torch uses on the CPU: its CPU times scale with them and with the machine's load."""
+    if backend != "PyTorch CPU":
+        return None
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 def _synchronizer(backend: str) -> Callable[[], None]:
@@ -237,9 +257,19 @@ class BatchReport(NamedTuple):
     num_draft: np.ndarray  # (B,)
     num_accepted: np.ndarray  # (B,)
     num_tokens: np.ndarray  # (B,)
-    acceptance_rate: float  # accepted / tested drafts over the batch
+    acceptance_rate: float  # accepted / tested drafts over the batch; NaN when no draft was tested
     timings: list[Timing]
     generate_seconds: float  # building the random batch (not part of any timing)
+    heads: dict[str, Verification]  # the first max_rows rows of every backend that ran
+    accepted: int  # drafts accepted over the batch
+    tested: int  # drafts whose coin counted (the acceptance rate's denominator; 0 when K = 0)
+
+
+def rate_text(num: float, den: float, digits: int = 3) -> str:
+    """num / den as text; a dash when the denominator is 0, so no page ever shows "nan"."""
+    if not den:
+        return "—"
+    return f"{num / den:.{digits}f}"
 
 
 def run_batch_demo(
@@ -255,21 +285,30 @@ def run_batch_demo(
     *,
     max_rows: int = 32,
 ) -> BatchReport:
-    """Build a batch, verify it on ``backend`` (validated), and time it on every backend in ``time_on``."""
+    """Build a batch, verify it on ``backend`` (validated), and time it on every backend in ``time_on``.
+
+    ``heads`` holds the first ``max_rows`` rows of every backend that ran, so a page can switch
+    the backend it shows without running the batch again.
+    """
     t0 = time.perf_counter()
     inputs = make_batch(B, K, V, num_draft, source, concentration, seed)
     gen = time.perf_counter() - t0
     res = run_backend(inputs, backend)
     tested = int(np.minimum(res.num_accepted + 1, inputs.num_draft).sum())  # draft positions whose coin counted
-    timings = time_backends(inputs, time_on) if time_on else []
+    accepted = int(res.num_accepted.sum())
+    timings, heads = _time_backends(inputs, time_on, keep_rows=max_rows) if time_on else ([], {})
     head = Verification(*(np.asarray(x)[:max_rows] for x in res))
+    heads[backend] = head  # the validated run is the one shown for its backend
     return BatchReport(
         head=head,
         head_draft_tokens=inputs.draft_tokens[:max_rows],
         num_draft=inputs.num_draft,
         num_accepted=np.asarray(res.num_accepted),
         num_tokens=np.asarray(res.num_tokens),
-        acceptance_rate=float(res.num_accepted.sum() / tested) if tested else float("nan"),
+        acceptance_rate=accepted / tested if tested else float("nan"),
         timings=timings,
         generate_seconds=gen,
+        heads=heads,
+        accepted=accepted,
+        tested=tested,
     )

@@ -26,6 +26,7 @@ BONUS = "#1565c0"  # the extra token when every draft survived
 TARGET = "#212121"  # p, the law everything must reproduce
 LAW = "#8e24aa"  # the exact law of what is being run (the rule or a bug)
 EMPIRICAL = "#90a4ae"  # sampled frequencies
+DRAFT = "#00838f"  # q, the law the drafts were drawn from
 NOT_REACHED = "#d7dbdd"  # drafts after the first rejection: their coins never count
 NO_DRAFT = "#f4f6f7"  # padding past num_draft[b]
 
@@ -55,7 +56,8 @@ def decomposition_bar(target_probs: Sequence[float], draft_probs: Sequence[float
     """Stacked bars: min(p, q) (accepted) plus (1 - a) * residual (replaced) builds p exactly.
 
     Traces: "accepted: min(p, q)", "replaced: (1 − a)·residual" (their sum is the output
-    law), and "target p" as a tick on each bar.
+    law), "target p" as a tick on each bar, and "draft q" as a diamond: where q is above p the
+    accepted part stops at p, where it is below the residual fills the gap.
     """
     d = theory.decompose(target_probs, draft_probs)
     p = np.asarray(target_probs, dtype=np.float64)
@@ -83,6 +85,14 @@ def decomposition_bar(target_probs: Sequence[float], draft_probs: Sequence[float
         marker=dict(symbol="line-ew", size=44, line=dict(width=3, color=TARGET)),
         hovertemplate="%{x}<br>p = %{y:.6f}<extra></extra>",
     )
+    fig.add_scatter(
+        x=x,
+        y=np.asarray(draft_probs, dtype=np.float64),
+        name="draft q",
+        mode="markers",
+        marker=dict(symbol="diamond-wide", size=12, color=DRAFT, line=dict(width=1, color="#ffffff")),
+        hovertemplate="%{x}<br>q = %{y:.6f}<extra></extra>",
+    )
     fig.update_layout(legend_traceorder="normal")
     return _layout(
         fig,
@@ -100,11 +110,14 @@ def law_comparison(
     *,
     n: int | None = None,
     law_name: str = "exact output law",
+    single: int | None = None,
 ) -> go.Figure:
     """Grouped bars: target p, the exact law of what runs, and sampled frequencies.
 
     ``law`` (V,) or None (a bug with no single-position law); ``empirical`` (V,) frequencies
-    of ``n`` samples, drawn with ±2 standard errors of the exact law (of p without one).
+    of ``n`` samples, drawn with ±2 standard errors of the exact law (of p without one),
+    clipped to [0, 1] where a frequency lives. One sample is not a histogram: with n = 1 (or
+    ``single``, the token of the last single draw) the drawn token is marked instead.
     """
     p = np.asarray(target_probs, dtype=np.float64)
     x = _tokens(len(p))
@@ -118,12 +131,23 @@ def law_comparison(
             marker_color=LAW,
             hovertemplate="%{x}<br>exact = %{y:.6f}<extra></extra>",
         )
+    if empirical is not None and n == 1:
+        single = int(np.argmax(np.asarray(empirical)))  # the one token drawn
+        empirical = None
     if empirical is not None:
         f = np.asarray(empirical, dtype=np.float64)
         ref = p if law is None else np.asarray(law, dtype=np.float64)
         err = None
         if n:
-            err = dict(type="data", array=2 * np.sqrt(ref * (1 - ref) / n), color="#455a64", thickness=1.5)
+            half = 2 * np.sqrt(ref * (1 - ref) / n)
+            err = dict(
+                type="data",
+                symmetric=False,
+                array=np.minimum(half, 1 - f),
+                arrayminus=np.minimum(half, f),
+                color="#455a64",
+                thickness=1.5,
+            )
         fig.add_bar(
             x=x,
             y=f,
@@ -131,6 +155,18 @@ def law_comparison(
             marker_color=EMPIRICAL,
             error_y=err,
             hovertemplate="%{x}<br>frequency = %{y:.6f}<extra></extra>",
+        )
+    if single is not None:
+        top = float(max(p.max(), 0 if law is None else np.max(law)))
+        fig.add_scatter(
+            x=[x[single]],
+            y=[top * 1.08],
+            name=f"one sample: token {single}",
+            mode="markers+text",
+            text=[f"drawn: token {single}"],
+            textposition="top center",
+            marker=dict(symbol="star", size=18, color=REPLACED),
+            hovertemplate=f"the single verification emitted token {single}<extra></extra>",
         )
     return _layout(fig, "Output law of the first emitted token", barmode="group", yaxis_title="probability", height=380)
 

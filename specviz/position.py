@@ -10,6 +10,7 @@ rows are broadcast views of two vectors and the first emitted token follows
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -55,13 +56,80 @@ def parse_distribution(values: Sequence[Any], name: str) -> ParsedDist:
         if x < 0:
             raise InputError(name, "non-negative probabilities", f"{x:g} for token {i}")
         out[i] = x
-    total = float(out.sum())
+    with np.errstate(over="ignore"):
+        total = float(out.sum())
+    if not math.isfinite(total):  # 1e308 + 1e308: each entry finite, their sum not
+        raise InputError(name, "entries whose sum is a finite number", f"a sum that overflows ({total})")
     if total <= 0:
         raise InputError(name, "at least one positive entry", "all zeros: there is nothing to normalize")
     note = None
     if abs(total - 1) > RENORMALIZE_ATOL:
         note = f"your {name} summed to {total:.6g}; divided by {total:.6g}"
     return ParsedDist(out / total, total, note)
+
+
+class ParsedText(NamedTuple):
+    values: list[float]  # (V,) the numbers as read, before normalization
+    dist: ParsedDist  # the same, validated and normalized
+    message: str  # what was done: "read 4 values (1/2 → 0.5); normalized: sum was 1.02, each value divided by it"
+
+
+TEXT_EXPECTED = "numbers such as 0.25, 1/4, 25% or 2.5e-1, separated by commas or spaces"
+
+
+def parse_number(item: str) -> float:
+    """One typed number: a decimal or scientific ``"1e-3"``, a fraction ``"1/2"``, a percent ``"50%"``.
+
+    Raises ValueError when ``item`` is none of these (a zero denominator included).
+    """
+    s = item.strip()
+    if s.endswith("%"):
+        return float(s[:-1]) / 100
+    if "/" in s:
+        num, den = s.split("/", 1)
+        d = float(den)
+        if d == 0:
+            raise ValueError(item)
+        return float(num) / d
+    return float(s)
+
+
+def parse_text(text: str, name: str) -> ParsedText:
+    """A typed list of probabilities -> the values read, the validated distribution, and a note.
+
+    Items are separated by commas, semicolons, spaces or new lines; each is a number in any form
+    :func:`parse_number` reads. The result must pass :func:`parse_distribution` (finite,
+    non-negative, a positive sum, at most MAX_TABLE_V values); a sum other than 1 is divided out
+    and the message says so.
+    """
+    items = [s for s in re.split(r"[,;\s]+", str(text)) if s]
+    if not items:
+        raise InputError(name, TEXT_EXPECTED, "an empty text")
+    values = []
+    converted = []
+    for i, item in enumerate(items):
+        try:
+            v = parse_number(item)
+        except (ValueError, OverflowError):
+            raise InputError(name, TEXT_EXPECTED, f"{item[:20]!r} (item {i + 1})") from None
+        if not math.isfinite(v):
+            raise InputError(name, "finite numbers", f"{item[:20]!r} (item {i + 1})")
+        values.append(v)
+        if not _plain_decimal(item):
+            converted.append(f"{item.strip()} → {v:.6g}")
+    dist = parse_distribution(values, name)
+    message = f"read {len(values)} value{'s' if len(values) != 1 else ''}"
+    if converted:
+        message += " (" + "; ".join(converted[:6]) + ("; …" if len(converted) > 6 else "") + ")"
+    if dist.note:
+        message += f"; normalized: sum was {dist.raw_sum:.6g}, each value divided by it"
+    else:
+        message += "; they sum to 1"
+    return ParsedText(values, dist, message)
+
+
+def _plain_decimal(item: str) -> bool:
+    return re.fullmatch(r"\s*[+]?\d*\.?\d+\s*", item) is not None
 
 
 REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
@@ -91,6 +159,60 @@ def preset(name: str, seed: int = 0) -> tuple[list[float], list[float]]:
         p = _thousandths(rng.dirichlet(np.ones(RANDOM_PRESET_V)))
         return p, _thousandths(rng.dirichlet(np.ones(RANDOM_PRESET_V)))
     raise InputError("preset", "one of " + ", ".join(PRESETS), repr(name))
+
+
+def matching_preset(target: Sequence[Any], draft: Sequence[Any], seed: int = 0) -> str | None:
+    """The preset whose table equals (``target``, ``draft``) as typed, or None for a table of your own."""
+    for name in PRESETS:
+        p, q = preset(name, seed)
+        if _same(target, p) and _same(draft, q):
+            return name
+    return None
+
+
+def _same(typed: Sequence[Any], values: list[float]) -> bool:
+    try:
+        x = np.asarray(list(typed), dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return x.shape == (len(values),) and bool(np.all(np.abs(x - values) <= 1e-12))
+
+
+class ShowMe(NamedTuple):
+    """A setting where a bug changes the law of one position: a preset and a draft count."""
+
+    preset: str
+    K: int
+    tv: float  # TV(the bug's law, p) there
+
+
+SHOW_ME_SEED = 0  # the seed of the "random" preset among the candidates
+
+
+def show_me(bug: str) -> ShowMe | None:
+    """Where ``bug`` changes the one-position law most: the preset and K (1..MAX_POSITION_K)
+    with the largest TV(law, p), the first in :data:`PRESETS` order and the smallest K on ties.
+
+    None when no candidate shows anything: the bug has no one-position effect (its first token
+    follows p, or it has no single-position law) and only the end-to-end tests can see it.
+    """
+    from . import theory  # late: theory imports markov, which the page does not otherwise need
+
+    bugs.get(bug)
+    best: ShowMe | None = None
+    for name in PRESETS:
+        p, q = preset(name, SHOW_ME_SEED)
+        for K in range(1, MAX_POSITION_K + 1):
+            law = theory.position_law(p, q, bug, K=K)
+            if law is None:
+                return None
+            tv = theory.total_variation(law, p)
+            if tv > SHOWN_TV and (best is None or tv > best.tv + 1e-12):
+                best = ShowMe(name, K, tv)
+    return best
+
+
+SHOWN_TV = 1e-9  # a TV below this is rounding, not an effect
 
 
 def _thousandths(x: np.ndarray) -> list[float]:

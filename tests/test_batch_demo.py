@@ -58,3 +58,27 @@ def test_run_backend_names_an_unknown_backend():
     b = batch_demo.make_batch(2, 1, 3, np.array([1, 0]), "peaked", 1.0, seed=0)
     with pytest.raises(InputError, match="backend: expected one of NumPy, PyTorch CPU, PyTorch CUDA, got 'TPU'"):
         batch_demo.run_backend(b, "TPU")
+
+
+def test_k_zero_has_no_acceptance_rate_and_every_rate_is_defined():
+    rep = batch_demo.run_batch_demo(6, 0, 5, np.zeros(6, dtype=np.int64), "peaked", 1.0, 0, "NumPy", [])
+    assert rep.tested == 0 and rep.accepted == 0
+    assert batch_demo.rate_text(rep.accepted, rep.tested) == "—"
+    assert np.all(rep.num_tokens == 1)  # each row emits its bonus
+    assert batch_demo.rate_text(7, 10) == "0.700" and batch_demo.rate_text(0, 3, 2) == "0.00"
+
+
+def test_every_backend_keeps_its_rows_and_torch_reports_its_threads():
+    import torch
+
+    j = batch_demo.draft_counts("random 0..K", 30, 4, seed=5)
+    both = ["NumPy", "PyTorch CPU"]
+    rep = batch_demo.run_batch_demo(30, 4, 9, j, "random Dirichlet", 0.5, 5, "NumPy", both, max_rows=8)
+    assert set(rep.heads) == {"NumPy", "PyTorch CPU"}
+    for head in rep.heads.values():
+        np.testing.assert_array_equal(head.tokens, rep.head.tokens)  # same uniforms, same tokens
+        assert head.tokens.shape == (8, 5)
+    threads = {t.backend: t.threads for t in rep.timings}
+    assert threads == {"NumPy": None, "PyTorch CPU": torch.get_num_threads()}
+    assert rep.tested == int(np.minimum(rep.num_accepted + 1, j).sum()) > 0
+    assert rep.acceptance_rate == rep.accepted / rep.tested

@@ -189,3 +189,30 @@ def test_the_package_never_imports_streamlit():
     names, streamlit_loaded = out.stdout.splitlines()
     assert {"figures", "links", "limits", "position", "batch_demo", "speed"} <= set(names.split())
     assert streamlit_loaded == "False"
+
+
+@pytest.mark.parametrize("p, q", PAIRS)
+def test_decomposition_bar_draws_q(p, q):
+    np.testing.assert_array_equal(trace(figures.decomposition_bar(p, q), "draft q").y, q)
+
+
+def test_law_comparison_with_one_sample_marks_the_token_and_draws_no_histogram():
+    fig = figures.law_comparison(REF_P, REF_P, np.array([0.0, 0.0, 1.0, 0.0]), n=1)
+    names = [t.name for t in fig.data]
+    assert not any(n.startswith("sampled") for n in names)
+    star = trace(fig, "one sample: token 2")
+    assert list(star.x) == ["token 2"] and star.y[0] > REF_P.max()
+    # negative control: two samples are a histogram again
+    fig2 = figures.law_comparison(REF_P, REF_P, np.array([0.0, 0.5, 0.5, 0.0]), n=2)
+    assert "sampled (2 rows)" in [t.name for t in fig2.data]
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 10_000])
+def test_law_comparison_error_bars_stay_within_zero_and_one(n):
+    rng = np.random.default_rng(n)
+    freq = np.bincount(rng.choice(4, size=n, p=REF_P), minlength=4) / n
+    err = trace(figures.law_comparison(REF_P, None, freq, n=n), f"sampled ({n:,} rows)").error_y
+    half = 2 * np.sqrt(REF_P * (1 - REF_P) / n)
+    assert np.all(freq - np.asarray(err.arrayminus) >= -1e-15) and np.all(freq + np.asarray(err.array) <= 1 + 1e-15)
+    np.testing.assert_allclose(err.array, np.minimum(half, 1 - freq))
+    np.testing.assert_allclose(err.arrayminus, np.minimum(half, freq))

@@ -96,3 +96,81 @@ def test_draw_iid_agrees_with_sample_rows(probs):
     expected = sample_rows(np.broadcast_to(probs, (u.size, probs.size)), u)
     np.testing.assert_array_equal(position.draw_iid(probs, u), expected)
     np.testing.assert_array_equal(position.draw_iid(probs, u.reshape(-1, 1)), expected.reshape(-1, 1))
+
+
+# --- typed text, presets shown, "show me" -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, values, note",
+    [
+        ("1e-3, 1/2, 50%, 0.02", [0.001, 0.5, 0.5, 0.02], "normalized: sum was 1.021"),
+        ("0.5 0.3 0.15 0.05", [0.5, 0.3, 0.15, 0.05], "they sum to 1"),
+        ("25%;25%\n25%  25%", [0.25] * 4, "they sum to 1"),
+        ("1/3, 1/3, 1/3", [1 / 3] * 3, "read 3 values (1/3 → 0.333333"),
+        ("2 1 1", [2.0, 1.0, 1.0], "normalized: sum was 4, each value divided by it"),
+    ],
+)
+def test_parse_text_reads_every_form_and_says_what_it_did(text, values, note):
+    parsed = position.parse_text(text, "p")
+    np.testing.assert_allclose(parsed.values, values, rtol=1e-15)
+    np.testing.assert_allclose(parsed.dist.probs, np.array(values) / sum(values), rtol=1e-12)
+    assert parsed.message.startswith(f"read {len(values)} values")
+    assert note in parsed.message
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "q: expected numbers such as 0.25, 1/4, 25% or 2.5e-1, separated by commas or spaces, got an empty text"),
+        ("0.5, abc", r"q: expected numbers .*, got 'abc' \(item 2\)"),
+        ("1/0, 1", r"got '1/0' \(item 1\)"),
+        ("0.5, inf", r"q: expected finite numbers, got 'inf' \(item 2\)"),
+        ("0.5, -1/2", "q: expected non-negative probabilities, got -0.5 for token 1"),
+        ("0 0", "q: expected at least one positive entry"),
+        ("1e308 1e308", "q: expected entries whose sum is a finite number"),
+    ],
+)
+def test_parse_text_names_the_field_and_the_bad_item(text, match):
+    with pytest.raises(InputError, match=match):
+        position.parse_text(text, "q")
+
+
+def test_parse_distribution_refuses_a_sum_that_overflows():
+    with pytest.raises(InputError, match="p: expected entries whose sum is a finite number"):
+        position.parse_distribution([1e308, 1e308, 0, 0], "p")
+
+
+@pytest.mark.parametrize("name", position.PRESETS)
+def test_matching_preset_names_the_loaded_preset_and_nothing_else(name):
+    p, q = position.preset(name, seed=3)
+    assert position.matching_preset(p, q, seed=3) == name
+    edited = list(p)
+    edited[0] += 0.01
+    assert position.matching_preset(edited, q, seed=3) is None
+    assert position.matching_preset(p + [0.0], q + [0.0], seed=3) is None  # one more token: your own table
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_show_me_finds_where_a_bug_is_visible_or_proves_there_is_nowhere(bug):
+    where = position.show_me(bug)
+    tvs = {}
+    for name in position.PRESETS:
+        p, q = position.preset(name, position.SHOW_ME_SEED)
+        for K in range(1, position.MAX_POSITION_K + 1):
+            law = theory.position_law(p, q, bug, K=K)
+            tvs[name, K] = None if law is None else theory.total_variation(law, p)
+    if where is None:  # no one-position effect: every candidate has TV 0 or no single-position law
+        assert all(tv is None or tv <= position.SHOWN_TV for tv in tvs.values())
+        assert bug in ("shared_uniform", "no_bonus", "wrong_bonus_row")
+    else:
+        p, q = position.preset(where.preset, position.SHOW_ME_SEED)
+        assert where.tv == pytest.approx(tvs[where.preset, where.K], abs=1e-15) and where.tv > 0.05
+        assert where.tv == pytest.approx(max(tv for tv in tvs.values() if tv is not None), abs=1e-12)
+
+
+def test_unclamped_residual_hides_in_the_reference_example_and_shows_with_one_hot_q():
+    """The lesson the page states: TV 0 on the default preset, > 0 where show_me sends you."""
+    law = theory.position_law(REF_P, UNIFORM, "unclamped_residual", K=1)
+    assert theory.total_variation(law, REF_P) < 1e-12
+    assert position.show_me("unclamped_residual").preset == "one-hot q"

@@ -1,0 +1,136 @@
+"""specviz.results: verdicts that carry their power, and the records the pages let people download."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+
+from specviz import batch_demo, prove, results, speed, stats, theory
+from specviz.bugs import BUGS
+
+
+@pytest.fixture(scope="module")
+def big_pass():
+    return prove.run_case("reference", n=100_000, seed=0)
+
+
+@pytest.mark.parametrize("n", [1, 5, 30])
+def test_a_powerless_case_is_inconclusive_never_pass_or_fail(n):
+    """Issue 7 item 9: at N = 1 the joint test has 0 dof, at N <= 30 the z-test's SE is 0 or unreliable."""
+    for bug in (None, "shared_uniform"):
+        res = prove.run_case("reference", n=n, seed=0, bug=BUGS[bug] if bug else None)
+        v = results.case_verdict(res, bug or "the correct verifier")
+        assert v.word == "inconclusive", (n, bug, v)
+        assert v.needed_n is not None and v.needed_n > n
+        assert f"need N ≥ {v.needed_n:,}" in v.line
+        assert not v.good
+
+
+def test_a_powered_pass_says_what_it_could_have_seen(big_pass):
+    v = results.case_verdict(big_pass, "the correct verifier")
+    assert v.word == "pass" and v.good and v.needed_n is None
+    assert v.detectable_tv == big_pass.joint.detectable_tv < stats.MIN_TV
+    assert f"TV ≥ {big_pass.joint.detectable_tv:.4f} with 99% probability" in v.line
+    assert f"a shift of {v.tokens.detectable:.4f} tokens per verification" in v.line
+
+
+def test_negative_control_a_bug_with_power_is_caught():
+    res = prove.run_case("reference", n=100_000, seed=0, bug=BUGS["resample_from_p"])
+    v = results.case_verdict(res, "resample_from_p")
+    assert v.word == "caught" and v.good
+    assert results.joint_says(res.joint) == "fail"
+
+
+def test_test_words_follow_conclusive():
+    base = stats.chi_square(np.array([10.0, 10.0]), np.array([0.5, 0.5]))  # n = 20: too few to speak
+    assert not base.conclusive and results.joint_says(base) == "inconclusive"
+    strong = stats.chi_square(np.array([60_000.0, 40_000.0]), np.array([0.5, 0.5]))
+    assert strong.conclusive and results.joint_says(strong) == "fail"
+    fine = stats.chi_square(np.array([50_100.0, 49_900.0]), np.array([0.5, 0.5]))
+    assert results.joint_says(fine) == "pass"
+    assert results.tokens_says(stats.mean_test(3.0, 2.5, 0.0, 2)) == "inconclusive"  # the "± 0.0000" case
+    assert results.tokens_says(stats.mean_test(2.6, 2.5, 0.001, 10_000)) == "fail"
+    assert results.tokens_says(stats.mean_test(2.5005, 2.5, 0.001, 10_000)) == "pass"
+    assert results.z_critical(0.001) == pytest.approx(3.2905, abs=1e-4)
+
+
+def test_point_text_never_shows_a_zero_error_at_tiny_n():
+    m = speed.measure_tokens(*speed.two_token_pair(0.7), [3], 2, seed=0)
+    t = results.tokens_point(m.mean[0], m.se[0], m.n, theory.expected_tokens(0.7, 3))
+    assert "inconclusive: 2 rows is too few" in results.point_text(t) and "±" not in results.point_text(t)
+    big = speed.measure_tokens(*speed.two_token_pair(0.7), [3], 50_000, seed=0)
+    t = results.tokens_point(big.mean[0], big.se[0], big.n, theory.expected_tokens(0.7, 3))
+    assert results.point_text(t) == f"{big.mean[0]:.4f} ± {big.se[0]:.4f}"
+
+
+def test_case_record_carries_the_prove_json_fields_the_counts_and_the_law(big_pass):
+    from specviz.cli import to_json as prove_json
+
+    record = results.case_record(big_pass, bug=None, n=100_000, seed=0, V=4, L=3)
+    back = json.loads(results.to_json(record))
+    assert set(prove_json(big_pass)) <= set(back)
+    assert back["verdict"] == "pass" and back["n"] == 100_000 and back["bug"] is None
+    assert back["joint"]["statistic"] == pytest.approx(big_pass.joint.statistic)
+    cells = back["cells"]
+    assert len(cells) == 4**3 and cells[0]["sequence"] == "0 0 0" and cells[-1]["sequence"] == "3 3 3"
+    np.testing.assert_array_equal([c["observed"] for c in cells], big_pass.observed)
+    np.testing.assert_allclose([c["exact_probability"] for c in cells], big_pass.law.ravel(), rtol=0, atol=0)
+    assert sum(c["observed"] for c in cells) == 100_000
+
+
+def test_csv_reads_back_and_json_is_strict():
+    rows = [{"a": 1, "b": float("nan"), "c": "x y"}, {"a": 2, "b": 0.5, "c": None}]
+    back = list(csv.DictReader(io.StringIO(results.to_csv(rows))))
+    assert back == [{"a": "1", "b": "", "c": "x y"}, {"a": "2", "b": "0.5", "c": ""}]
+    text = results.to_json({"x": float("inf"), "y": np.float32(0.25), "z": np.arange(3)})
+    assert json.loads(text) == {"x": None, "y": 0.25, "z": [0, 1, 2]}
+    assert results.to_csv([]) == ""
+
+
+def test_an_error_case_records_without_nan():
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    res = prove.run_case("reference", broken, n=100, seed=0)
+    v = results.case_verdict(res, "mine")
+    assert v.word == "ERROR" and "boom" in v.line
+    json.loads(results.to_json(results.case_record(res, bug=None, n=100, seed=0, V=4, L=3)))
+
+
+def test_batch_record_holds_settings_timings_threads_and_the_rows_shown():
+    j = batch_demo.draft_counts("random 0..K", 10, 3, seed=1)
+    rep = batch_demo.run_batch_demo(10, 3, 7, j, "peaked", 1.0, 1, "NumPy", ["NumPy", "PyTorch CPU"], max_rows=4)
+    record = json.loads(results.to_json(results.batch_record(rep, {"B": 10, "K": 3, "seed": 1})))
+    assert record["settings"] == {"B": 10, "K": 3, "seed": 1} and record["rows"] == 10
+    assert [t["backend"] for t in record["timings"]] == ["NumPy", "PyTorch CPU"]
+    import torch
+
+    assert record["timings"][1]["threads"] == torch.get_num_threads() and record["timings"][0]["threads"] is None
+    rows = record["rows_kept"]
+    assert len(rows) == 4
+    for b, r in enumerate(rows):
+        n_tok = int(rep.head.num_tokens[b])
+        assert r["emitted_tokens"] == " ".join(str(int(x)) for x in rep.head.tokens[b, :n_tok])
+        assert len(r["draft_tokens"].split()) == r["num_draft"] == int(j[b])
+    assert sum(record["accepted_histogram"]) == 10
+    assert list(csv.DictReader(io.StringIO(results.to_csv(results.batch_rows(rep)))))[0]["row"] == "0"
+
+
+def test_tokens_rows_hold_theory_and_measurement_per_k():
+    Ks = [0, 1, 2]
+    pq = speed.two_token_pair(0.6)
+    w, wo = speed.measure_tokens(*pq, Ks, 500, 0), speed.measure_tokens(*pq, Ks, 500, 0, bonus=False)
+    tw = [theory.expected_tokens(0.6, k) for k in Ks]
+    two = [theory.expected_tokens(0.6, k, bonus=False) for k in Ks]
+    rows = results.tokens_rows(Ks, 0.6, w, wo, tw, two)
+    assert [r["K"] for r in rows] == Ks
+    assert rows[2]["theory_with_bonus"] == pytest.approx(1 + 0.6 + 0.36)
+    assert rows[2]["theory_without_bonus"] == pytest.approx(1 + 0.6)
+    assert rows[1]["measured_with_bonus"] == w.mean[1] and rows[1]["se_without_bonus"] == wo.se[1]
+    assert rows[0]["rows_with_bonus"] == 500
+    empty = results.tokens_rows(Ks, 0.6, None, None, tw, two)
+    assert empty[0]["measured_with_bonus"] is None
