@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
-st.set_page_config(page_title="specviz: lossless speculative sampling", page_icon="🎯", layout="wide")
+from specviz import InputError, links, presenter
+
+log = logging.getLogger("specviz.app")
+ESCAPED_KEY = "app.escaped_input_error"
+
+# Presenter mode is read before the page config: it decides whether the sidebar starts collapsed.
+if links.PRESENT_KEY not in st.session_state:
+    st.session_state[links.PRESENT_KEY] = links.decode_params(st.query_params.to_dict(), links.APP_PARAMS).values[
+        links.PRESENT
+    ]
+present = presenter.presenting(st.session_state)
+st.set_page_config(
+    page_title="specviz: lossless speculative sampling",
+    page_icon="🎯",
+    layout="wide",
+    initial_sidebar_state="collapsed" if present else "auto",
+)
 
 # Titles and url paths are part of the app's interface: shared links and the browser tests use them.
 # The page files live in app_pages/, not pages/: Streamlit treats a folder named pages/ beside the
@@ -19,8 +37,30 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+links.start_run(st.session_state, page.url_path)
 with st.sidebar:
-    st.caption(
-        "Every page keeps its settings, seed included, in the address bar: copy the link to reproduce a demo exactly."
+    st.toggle(
+        "Presenter mode",
+        key=links.PRESENT_KEY,
+        help="Larger text and charts for a projector, results before inputs; kept in the link as ?present=1.",
     )
-page.run()
+    st.caption(
+        "Every page keeps its settings while you move between pages, and shows them in the address bar, seed "
+        "included: copy the link to reproduce a demo exactly."
+    )
+if present:
+    st.html(f"<style>{presenter.stylesheet()}</style>")
+if st.query_params.get(links.PRESENT) != ("1" if present else None):  # pages without settings keep it too
+    if present:
+        st.query_params[links.PRESENT] = "1"
+    else:
+        st.query_params.pop(links.PRESENT, None)
+
+try:
+    page.run()
+except InputError as e:  # a page that let one through: shown like any other input error, and logged
+    log.warning("InputError escaped page %s: %s", page.url_path, e)
+    st.session_state[ESCAPED_KEY] = str(e)  # the safety tests assert that no page sets this
+    st.error(links.error_text(e), icon=":material/error:")
+# Anything else is Streamlit's: it logs the traceback on the server and, with client.showErrorDetails
+# = "none" in .streamlit/config.toml, shows visitors a generic message without paths or code.

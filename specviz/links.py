@@ -1,17 +1,21 @@
 """Settings in the link: each page's settings as query parameters, decoded safely.
 
 A page lists its settings as :class:`Param` objects, seeds its widgets from the link with
-:func:`init_state`, and writes what is shown back with :func:`encode_params`, so a shared
-link reproduces a demo, seed included. A bad value in a link never stops a page: it falls
-back to the default with a note saying what was wrong.
+:func:`init_state`, and writes what is shown back with :func:`show_in_link`, so a shared
+link reproduces a demo, seed included, and the page shows the same settings when the user
+comes back to it in the same session. A bad value in a link never stops a page: it falls
+back to the default with a note saying what was wrong. Text that came from a user is shown
+through :func:`plain` (Markdown-escaped), never as Markdown.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .errors import InputError
 from .limits import MAX_TABLE_V
 
 SHOWN_CHARS = 40  # a bad link value is quoted up to this length in its note
@@ -106,9 +110,9 @@ def decode_params(query: Mapping[str, Any], params: Sequence[Param]) -> Decoded:
         except (ValueError, TypeError, OverflowError):
             values[p.name] = p.default
             text = str(raw)
-            shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
-            notes.append(
-                f"The link's setting {p.name}={shown!r} is not valid (expected {p.expected}); "
+            shown = plain(repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"))
+            notes.append(  # Markdown, with the link's text escaped: st.warning shows it as typed
+                f"The link's setting {p.name}={shown} is not valid (expected {p.expected}); "
                 f"using the default {p.fmt(p.default)}."
             )
     return Decoded(values, notes)
@@ -119,19 +123,135 @@ def encode_params(values: Mapping[str, Any], params: Sequence[Param]) -> dict[st
     return {p.name: p.fmt(values[p.name]) for p in params if p.name in values}
 
 
-def init_state(
-    query: Mapping[str, Any], state: MutableMapping[str, Any], params: Sequence[Param], prefix: str
-) -> list[str]:
-    """Seed ``state[prefix + name]`` from the link for settings the session does not hold yet.
+# --- one session: settings kept across navigation -------------------------------------------------
+#
+# Streamlit forgets a widget's value (and deletes its session-state key) at the end of a run in
+# which the widget was not drawn, so a page's settings would reset every time the user visits
+# another page. A page's shown settings are therefore also kept under a key no widget owns
+# (KEPT + prefix + name), written by show_in_link each run, and put back by init_state when the
+# user arrives on the page again. The app calls start_run once per run so that a page can tell
+# an arrival from a rerun of itself.
 
-    Returns the notes about bad link values that were used. Settings already in ``state``
-    (the user has been on the page this session) are left alone.
+PAGE_KEY = "links.page"  # the url path of the page this run shows
+ARRIVED_KEY = "links.arrived"  # whether the previous run showed another page
+WRITTEN_KEY = "links.written"  # the query parameters the app last put in the address bar
+KEPT = "links.kept."  # + prefix + name: the value last shown, kept while the page is not drawn
+PRESENT = "present"  # the app-wide presenter setting: ?present=1
+PRESENT_KEY = "app.present"  # its session-state key (the sidebar toggle)
+
+
+def bool_param(name: str, default: bool) -> Param:
+    def parse(text: str) -> bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(text)
+
+    return Param(name, default, parse, "1 or 0", lambda v: "1" if v else "0")
+
+
+APP_PARAMS = [bool_param(PRESENT, False)]  # settings of the whole app, in every page's link
+
+
+def start_run(state: MutableMapping[str, Any], page: str) -> None:
+    """Record which page this run shows; call once per run, before the page runs."""
+    state[ARRIVED_KEY] = state.get(PAGE_KEY) != page
+    state[PAGE_KEY] = page
+
+
+def init_state(
+    query: Mapping[str, Any],
+    state: MutableMapping[str, Any],
+    params: Sequence[Param],
+    prefix: str,
+    keep: Sequence[str] = (),
+) -> list[str]:
+    """Seed ``state[prefix + name]`` for each setting; returns notes about bad link values used.
+
+    Within a page (reruns of it), settings the session holds are left alone. When the user
+    arrives on the page (after :func:`start_run` saw another page), the page shows what it
+    showed last time in this session, kept by :func:`show_in_link`, unless the address bar
+    carries a link other than the one the app wrote itself (a link from another page or
+    ``st.switch_page`` with query parameters): then the link wins, as in a fresh session.
+    ``keep`` names further state keys (widgets that are not in the link, e.g. a prediction)
+    kept across navigation the same way. Without :func:`start_run` (no app around the page)
+    only settings missing from ``state`` are seeded from the link.
     """
+    tracked = PAGE_KEY in state
+    arrived = tracked and bool(state.get(ARRIVED_KEY, True))
+    query = dict(query)
+    if arrived and query == state.get(WRITTEN_KEY):  # the link the app wrote for the page shown before
+        query = {}
+    link_given = arrived and any(p.name in query for p in params)
     notes = []
     for p in params:
-        if prefix + p.name in state:
-            continue
-        decoded = decode_params(query, [p])
-        state[prefix + p.name] = decoded.values[p.name]
-        notes += decoded.notes
+        key = prefix + p.name
+        if arrived and not link_given and KEPT + key in state:
+            state[key] = state[KEPT + key]
+        elif link_given or key not in state:
+            decoded = decode_params(query, [p])
+            state[key] = decoded.values[p.name]
+            notes += decoded.notes
+    for name in keep:
+        key = prefix + name
+        if arrived and KEPT + key in state:
+            state[key] = state[KEPT + key]
+        elif tracked and key in state:
+            state[KEPT + key] = state[key]
     return notes
+
+
+def seen(state: Mapping[str, Any], key: str) -> bool:
+    """Whether this session has shown the setting ``key`` (drawn now, or kept while away)."""
+    return key in state or KEPT + key in state
+
+
+def show_in_link(
+    query_params: MutableMapping[str, Any],
+    state: MutableMapping[str, Any],
+    values: Mapping[str, Any],
+    params: Sequence[Param],
+    prefix: str,
+) -> dict[str, str]:
+    """Put what the page shows in the address bar (with the app-wide settings) and keep it.
+
+    ``query_params`` is ``st.query_params`` (anything with ``to_dict`` and ``from_dict``, or a
+    plain dict); ``values`` are the settings as shown, e.g. the table as typed. Returns the link.
+    """
+    link = encode_params(values, params)
+    if state.get(PRESENT_KEY):
+        link[PRESENT] = "1"
+    current = query_params.to_dict() if hasattr(query_params, "to_dict") else dict(query_params)
+    if current != link:  # the address bar reproduces what is shown, typos included
+        if hasattr(query_params, "from_dict"):
+            query_params.from_dict(link)
+        else:
+            query_params.clear()
+            query_params.update(link)
+    state[WRITTEN_KEY] = dict(link)
+    for p in params:
+        if p.name in values:
+            state[KEPT + prefix + p.name] = values[p.name]
+    return link
+
+
+# --- user text, shown safely -----------------------------------------------------------------------
+
+# Every character that can start Markdown syntax in the middle of a line, as Streamlit renders it:
+# links and images ([ ] ( ) !), HTML and autolinks (< > & @, and ':' in "http:"), LaTeX ($),
+# colour directives and icons (: [ ] { }), code, emphasis and strike (` * _ ~), tables (|), escapes.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~$:@&])")
+_WWW = re.compile(r"(?i)(w{3})\.")  # "www.host" becomes a link by itself (GFM autolinks)
+
+
+def plain(text: Any) -> str:
+    """``text`` escaped so that Markdown shows it as typed: no links, images, LaTeX or colours."""
+    return _WWW.sub(r"\1\\.", _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
+
+
+def error_text(error: BaseException) -> str:
+    """An error's message for ``st.error``, with what the user typed shown as plain text."""
+    if isinstance(error, InputError):
+        return f"{error.argument}: expected {error.expected}, got {plain(error.got)}"
+    return plain(str(error))

@@ -1,0 +1,178 @@
+"""Settings survive navigation, results stay, and presenter mode lives in the link (AppTest).
+
+Streamlit deletes a widget's value when a run does not draw the widget, so without
+specviz.links keeping each page's shown settings, a visit to another page would reset the
+page. Each test changes settings, visits another page, comes back, and reads the widgets,
+the address bar and the numbers. The browser clears the address bar's query on sidebar
+navigation; AppTest keeps the previous page's query, so both are exercised. A negative
+control drops the kept values and sees the page reset, so the tests can fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import links, presenter, prove, theory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def open_app(page: str, query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()  # Home, as a fresh session opening the link would run first in AppTest
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def visit(at: AppTest, page: str, *, clear_query: bool = True) -> AppTest:
+    """Sidebar navigation: the browser drops the query string; AppTest keeps it unless told."""
+    at.switch_page(page)
+    if clear_query:
+        at.query_params.clear()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    values = [m.value for m in at.metric if m.label == label]
+    assert len(values) == 1, [m.label for m in at.metric]
+    return values[0]
+
+
+def forget_kept(at: AppTest) -> None:
+    """The negative control: what Streamlit alone would remember."""
+    for key in list(at.session_state._state._state.filtered_state):  # noqa: SLF001 (AppTest has no keys())
+        if key.startswith(links.KEPT):
+            del at.session_state[key]
+
+
+@pytest.mark.parametrize("clear_query", [True, False])
+def test_tokens_settings_survive_a_visit_to_another_page(clear_query):
+    at = open_app("app_pages/tokens.py")
+    at.slider(key="tokens.a").set_value(0.9)
+    at.slider(key="tokens.K").set_value(5)
+    at.slider(key="tokens.c").set_value(0.3)
+    at.number_input(key="tokens.seed").set_value(7).run()
+    visit(visit(at, "app_pages/bug_lab.py", clear_query=clear_query), "app_pages/tokens.py", clear_query=clear_query)
+    assert at.slider(key="tokens.a").value == pytest.approx(0.9)
+    assert at.slider(key="tokens.K").value == 5
+    assert metric(at, "E[tokens], K = 5") == f"{theory.expected_tokens(0.9, 5):.4f}"
+    assert dict(at.query_params) == {"a": "0.9", "K": "5", "c": "0.3", "n": "20000", "seed": "7"}
+
+
+def test_negative_control_without_the_kept_values_the_page_resets():
+    at = open_app("app_pages/tokens.py")
+    at.slider(key="tokens.a").set_value(0.9).run()
+    visit(at, "app_pages/bug_lab.py")
+    forget_kept(at)
+    visit(at, "app_pages/tokens.py")
+    assert at.slider(key="tokens.a").value == pytest.approx(0.7)  # Streamlit alone forgot it
+
+
+def test_exact_table_edits_bug_k_and_seed_survive_navigation():
+    at = open_app("app_pages/exact.py")
+    at.session_state["exact.table0"] = {"edited_rows": {0: {"p": 0.8}}, "added_rows": [{"p": 0.2, "q": 0.5}], "deleted_rows": []}
+    at.selectbox(key="exact.bug").select("resample_from_p")
+    at.slider(key="exact.K").set_value(3)
+    at.number_input(key="exact.seed").set_value(11).run()
+    before = metric(at, "acceptance rate a")
+    assert dict(at.query_params)["p"] == "0.8,0.3,0.15,0.05,0.2"
+    visit(visit(at, "app_pages/batch.py"), "app_pages/exact.py")
+    assert metric(at, "acceptance rate a") == before
+    p = np.array([0.8, 0.3, 0.15, 0.05, 0.2]) / 1.5
+    q = np.array([0.25, 0.25, 0.25, 0.25, 0.5]) / 1.5
+    assert before == f"{theory.acceptance_rate(p, q):.4f}"
+    assert at.selectbox(key="exact.bug").value == "resample_from_p"
+    assert at.slider(key="exact.K").value == 3
+    assert dict(at.query_params) == {
+        "p": "0.8,0.3,0.15,0.05,0.2",
+        "q": "0.25,0.25,0.25,0.25,0.5",
+        "bug": "resample_from_p",
+        "K": "3",
+        "seed": "11",
+    }
+    at.run()  # a rerun on the page does not apply the old edits a second time
+    assert metric(at, "acceptance rate a") == before and len(at.dataframe) >= 1
+
+
+def test_exact_samples_stay_after_navigation():
+    at = open_app("app_pages/exact.py")
+    at.button(key="exact.sample1000").click().run()
+    tv = metric(at, "TV(sampled, exact), 1,000 rows")
+    visit(visit(at, "app_pages/home.py"), "app_pages/exact.py")
+    assert metric(at, "TV(sampled, exact), 1,000 rows") == tv
+
+
+def test_batch_settings_survive_navigation():
+    query = {"B": "24", "K": "3", "V": "11", "counts": "all K", "source": "peaked", "seed": "5"}
+    at = open_app("app_pages/batch.py", query)
+    at.number_input(key="batch.B").set_value(30).run()
+    visit(visit(at, "app_pages/tokens.py"), "app_pages/batch.py")
+    assert at.number_input(key="batch.B").value == 30
+    assert at.radio(key="batch.source").value == "peaked"
+    assert dict(at.query_params) == {**query, "B": "30", "typed": "", "conc": "1", "backend": "NumPy"}
+
+
+def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch):
+    calls = []
+    real = prove.run_case
+    monkeypatch.setattr(prove, "run_case", lambda *a, **k: calls.append(a) or real(*a, **k))
+    at = open_app("app_pages/bug_lab.py", {"seed": "424242", "n": "20000"})  # a seed no other test caches
+    at.selectbox(key="buglab.bug").select("resample_from_p").run()
+    at.selectbox(key="buglab.scenario").select("ragged")  # not the bug's home scenario
+    at.radio(key="buglab.prediction").set_value("the test will fail").run()
+    at.button(key="buglab.run").click().run()
+    verdict = [s.value for s in at.success]
+    assert any("Verdict:" in v for v in verdict) and len(calls) == 1
+    visit(visit(at, "app_pages/tokens.py"), "app_pages/bug_lab.py")
+    assert at.selectbox(key="buglab.bug").value == "resample_from_p"
+    assert at.selectbox(key="buglab.scenario").value == "ragged"
+    assert at.radio(key="buglab.prediction").value == "the test will fail"
+    assert [s.value for s in at.success] == verdict  # the result is back, without clicking
+    assert len(calls) == 1  # and it was not computed again
+    assert dict(at.query_params) == {"bug": "resample_from_p", "scenario": "ragged", "n": "20000", "seed": "424242"}
+
+
+def test_a_new_link_in_the_session_wins_over_kept_settings():
+    at = open_app("app_pages/tokens.py")
+    at.slider(key="tokens.a").set_value(0.9).run()
+    visit(at, "app_pages/home.py")
+    at.switch_page("app_pages/tokens.py")
+    at.query_params.clear()
+    at.query_params.update({"a": "0.4"})  # st.switch_page(..., query_params=...) or a link
+    at.run()
+    assert at.slider(key="tokens.a").value == pytest.approx(0.4)
+
+
+# --- presenter mode --------------------------------------------------------------------------------
+
+
+def chart_font_sizes(at: AppTest) -> list[int]:
+    import json
+
+    charts = at.get("plotly_chart")
+    assert charts
+    return [json.loads(c.proto.spec)["layout"]["font"]["size"] for c in charts]
+
+
+def test_presenter_mode_is_in_the_link_and_enlarges_every_chart():
+    big = round(14 * presenter.SCALE)  # figures.FONT is 14 px
+    at = open_app("app_pages/tokens.py")
+    assert set(chart_font_sizes(at)) == {14}
+    assert "present" not in at.query_params
+    at = open_app("app_pages/tokens.py", {"present": "1", "a": "0.8"})
+    assert at.toggle(key=links.PRESENT_KEY).value is True
+    assert set(chart_font_sizes(at)) == {big}
+    assert dict(at.query_params) == {"a": "0.8", "K": "3", "c": "0.1", "n": "20000", "seed": "0", "present": "1"}
+    visit(visit(at, "app_pages/home.py"), "app_pages/exact.py")  # kept on every page, Home included
+    assert at.query_params["present"] == "1" and set(chart_font_sizes(at)) == {big}
+    at.toggle(key=links.PRESENT_KEY).set_value(False).run()
+    assert "present" not in at.query_params and set(chart_font_sizes(at)) == {14}
