@@ -79,7 +79,8 @@ def test_negative_control_without_the_kept_values_the_page_resets():
 
 def test_exact_table_edits_bug_k_and_seed_survive_navigation():
     at = open_app("app_pages/exact.py")
-    at.session_state["exact.table0"] = {"edited_rows": {0: {"p": 0.8}}, "added_rows": [{"p": 0.2, "q": 0.5}], "deleted_rows": []}
+    edits = {"edited_rows": {0: {"p": 0.8}}, "added_rows": [{"p": 0.2, "q": 0.5}], "deleted_rows": []}
+    at.session_state["exact.table0"] = edits
     at.selectbox(key="exact.bug").select("resample_from_p")
     at.slider(key="exact.K").set_value(3)
     at.number_input(key="exact.seed").set_value(11).run()
