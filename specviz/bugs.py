@@ -11,6 +11,9 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from . import theory
 from .errors import InputError
 from .verify import Rule, verify, verify_with_rule
 
@@ -33,6 +36,28 @@ def _with(rule: Rule, name: str) -> Callable[..., Any]:
     return fn
 
 
+# --- the reference example's figures, computed (tests/test_explanations.py checks every one) ---
+_P, _Q = np.array(theory.REFERENCE_P), np.array(theory.REFERENCE_Q)
+_A = theory.acceptance_rate(_P, _Q)
+_K = theory.REFERENCE_K
+REFERENCE = f"the reference example (p = {list(theory.REFERENCE_P)}, q uniform, a = {_A:.2g})"
+
+
+def _resample_from_p_figures() -> tuple[int, float]:
+    """A token with p > q that still comes out too often, and the law's TV from p."""
+    law = theory.position_law(_P, _Q, "resample_from_p")
+    x = int(np.flatnonzero((_P > _Q) & (law > _P))[0])
+    return x, theory.total_variation(law, _P)
+
+
+_RX, _RTV = _resample_from_p_figures()
+_RLAW = theory.position_law(_P, _Q, "resample_from_p")
+_CLAW = theory.position_law(_P, _Q, "reused_coin")
+_C0 = int(np.flatnonzero(theory.decompose(_P, _Q).residual > 0)[0])  # first token the residual can give
+_GX = int(np.argmax(_Q))  # the greedy drafter's proposal (the first of the tied maxima)
+_GLAW = theory.position_law(_P, _Q, "greedy_draft_sampled_q")
+
+
 BUGS: dict[str, Bug] = {
     b.name: b
     for b in [
@@ -43,10 +68,16 @@ BUGS: dict[str, Bug] = {
             Rule(replacement="target"),
             None,
             "After a rejection the replacement is drawn from the target p instead of the residual "
-            "max(0, p - q). Tokens that q over-proposes were already emitted through acceptance at "
-            "rate min(p, q); drawing them again from p gives them extra mass, so the output is "
-            "min(p, q) + (1 - a) p, not p. Tokens where q > p come out too often, the others too rarely.",
-            "exact law of one position (TV = (1 - a) * TV(p, q) > 0) and every chi-square test",
+            "r = max(0, p - q) / (1 - a). Acceptance already emits each token x with probability "
+            "min(p(x), q(x)); the replacement should add only what is missing, max(0, p - q) = (1 - a) r, "
+            "but adds (1 - a) p. The output is min(p, q) + (1 - a) p, whose excess over p is "
+            "min(p, q) - a p: token x comes out too often exactly when min(p(x), q(x)) > a p(x), that is "
+            "every token with q >= p > 0 (when a < 1) and also those q under-proposes only mildly, "
+            "a p(x) < q(x) < p(x); too rarely where q(x) < a p(x). The error is TV = (1 - a) TV(p, r), at "
+            "most 1 - a = TV(p, q), and zero only when r happens to equal p. In " + REFERENCE + f" token "
+            f"{_RX} has p = {_P[_RX]:.2f} > q = {_Q[_RX]:.2f} and still comes out at {_RLAW[_RX]:.2f}.",
+            f"the exact law of one position (TV = (1 - a) * TV(p, r): {_RTV:.3f} in the reference example) "
+            "and every chi-square test (first token, each position, joint)",
             True,
             False,
         ),
@@ -56,11 +87,17 @@ BUGS: dict[str, Bug] = {
             _with(Rule(replacement="unclamped"), "unclamped_residual"),
             Rule(replacement="unclamped"),
             None,
-            "The replacement is drawn by inverse CDF over p - q without max(0, .). The negative "
-            "entries (where q > p) make the running sum dip, so the first index whose running sum "
-            "passes u * mass lands on tokens after the dip too early or too late, and may even be a "
-            "token the residual gives no mass. The rule only works with the clamped residual.",
-            "exact law of one position and the joint chi-square test",
+            "The replacement is drawn by inverse CDF over p - q without max(0, .): the first token whose "
+            "running sum of p - q passes u * mass, with mass = sum max(0, p - q). Each token with q > p "
+            "makes the running sum dip, and the tokens after it must climb back out of the dip before "
+            "they can be chosen, so the draw is pushed toward later tokens (the chance of a token at or "
+            "below any index never exceeds the residual's); when the running sum never gets back above "
+            "u * mass the draw falls through to the last token, which the residual may give no mass. "
+            "The law changes exactly when a token with q > p comes before a token with p > q other than "
+            "the last one, so the reference example, whose over-proposed tokens come last, hides it.",
+            "the exact law of one position when a token with q > p comes before one with p > q other than "
+            "the last (not in the reference example) and every chi-square test (first token, each "
+            "position, joint)",
             True,
             False,
         ),
@@ -70,12 +107,17 @@ BUGS: dict[str, Bug] = {
             _with(Rule(accept_coins="shared"), "shared_uniform"),
             Rule(accept_coins="shared"),
             None,
-            "Each row draws one coin and compares it with p/q at every position. The first position "
-            "is still exact, but later decisions are no longer independent of earlier ones: having "
-            "accepted position 0 tells you the coin was small, which makes position 1 more likely to "
-            "accept than min(1, p/q). The marginal of the first token is right; the joint law of "
-            "the sequence is not.",
-            "the joint chi-square test (a first-token-only test passes: that is the lesson)",
+            "Each row draws one coin u and compares it with the ratio r_i = p(x_i) / q(x_i) at every "
+            "position (the replacement still gets its own uniform). The first decision is still exact, "
+            "but later ones are no longer independent of earlier ones: having accepted x_0 tells you "
+            "u < min(1, r_0), so x_1 is accepted with probability min(1, r_1 / min(1, r_0)), never less "
+            "than the min(1, r_1) of a fresh coin and more when both ratios are below 1. A run of "
+            "acceptances is as likely as its least likely step (min(1, r_0, r_1, ...) against the product "
+            "of the min(1, r_i) for fresh coins), so runs reach every length at least as often as the "
+            "rule's, and more often once two drafts can have ratios strictly between 0 and 1. The first "
+            "token's law is exactly p; the second token's is not, and neither is the joint law.",
+            "the joint chi-square test and tokens per verification (more than theory); a first-token-only "
+            "test passes, since the first token's law is exactly p: that is the lesson",
             True,
             False,
         ),
@@ -88,8 +130,9 @@ BUGS: dict[str, Bug] = {
             "Every draft whose coin passes is kept, not only the run before the first rejection. A "
             "draft after a rejected one was proposed in the context of the rejected token, so it is "
             "conditioned on text that is no longer there; keeping it splices tokens from a "
-            "discarded continuation into the output.",
-            "the joint chi-square test (needs at least 2 drafts per round)",
+            "discarded continuation into the output, and rows emit more tokens than the rule does "
+            "(never fewer). With one draft per round nothing follows a rejection and the law is exact.",
+            "every chi-square test and tokens per verification (more than theory); needs at least 2 drafts per round",
             True,
             False,
         ),
@@ -100,10 +143,14 @@ BUGS: dict[str, Bug] = {
             Rule(sample_coin="reused"),
             None,
             "The replacement token is drawn with the same uniform that just rejected the draft. "
-            "Given a rejection that uniform is not uniform any more: it lies in [p/q, 1), so the "
-            "inverse CDF only reaches the upper part of the residual and the first tokens of the "
-            "vocabulary are starved.",
-            "exact law of one position and every chi-square test",
+            "Given that draft x was rejected, the uniform is no longer uniform on [0, 1) but on "
+            "[p(x)/q(x), 1), so the inverse CDF reads only the part of the residual above p(x)/q(x): "
+            "the replacement is pushed toward later tokens (the chance of a token at or below any index "
+            "never exceeds the residual's), and the first token the residual can give comes out too "
+            "rarely, unless the residual has a single token or every draft that can be rejected has "
+            "p(x) = 0 (its coin then stays uniform). In " + REFERENCE + f" token {_C0} comes out at "
+            f"{_CLAW[_C0]:.3f} instead of {_P[_C0]:g}.",
+            "the exact law of one position and every chi-square test (first token, each position, joint)",
             True,
             False,
         ),
@@ -117,7 +164,8 @@ BUGS: dict[str, Bug] = {
             "the padded tensor) instead of row num_draft[b]. With equal draft counts the two are the "
             "same row and nothing shows; in a ragged batch the short rows sample their bonus from a "
             "padding row that belongs to no context at all.",
-            "the joint chi-square test with ragged rows (invisible when every row has K drafts)",
+            "every chi-square test (first token, each position, joint) with ragged rows; invisible when "
+            "every row has K drafts",
             True,
             True,
         ),
@@ -130,8 +178,9 @@ BUGS: dict[str, Bug] = {
             "When every draft survives, the row stops without drawing the bonus token from p at "
             "position num_draft[b]. The emitted tokens still follow the target exactly (stopping "
             "early is always allowed), but each verification yields fewer tokens: "
-            "(1 - a^(K+1)) / (1 - a) - a^K instead of (1 - a^(K+1)) / (1 - a); 2.19 instead of "
-            "2.533 in the reference example.",
+            "(1 - a^(K+1)) / (1 - a) - a^K instead of (1 - a^(K+1)) / (1 - a); "
+            f"{theory.expected_tokens(_A, _K, bonus=False):.2f} instead of {theory.expected_tokens(_A, _K):.3f} "
+            f"with K = {_K} in " + REFERENCE + ".",
             "tokens per verification against theory (every distribution test passes)",
             False,
             False,
@@ -146,8 +195,11 @@ BUGS: dict[str, Bug] = {
             "passes its full softmax as draft_probs. The verifier then believes x was drawn with "
             "probability q(x) < 1 when it was certain, accepts it with min(1, p/q) instead of p(x), "
             "and builds the residual from the wrong q. A deterministic drafter must report a one-hot "
-            "q (or draft_probs=None).",
-            "exact law and the joint chi-square test on a drafter that takes its argmax",
+            "q (or draft_probs=None). In " + REFERENCE + f" the drafter always proposes token {_GX}, "
+            f"p({_GX}) / q({_GX}) = {_P[_GX] / _Q[_GX]:g} >= 1 accepts it every time, and token {_GX} comes "
+            f"out with probability {_GLAW[_GX]:g} instead of {_P[_GX]:g}.",
+            "the exact law of one position, every chi-square test (first token, each position, joint) and "
+            "tokens per verification (more than theory), on a drafter that takes its argmax",
             True,
             False,
         ),
