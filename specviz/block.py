@@ -227,6 +227,39 @@ def block_thresholds(
     )
 
 
+def breakpoints(
+    target_probs: np.ndarray, draft_probs: np.ndarray | None, draft_tokens: np.ndarray, num_draft: int | None = None
+) -> np.ndarray:
+    """Every threshold in (0, 1) block verification (or its lossy variant) compares a uniform
+    with, for one row: the thresholds h_i of both variants and the CDF points of every row the
+    extra token can come from (p_0 .. p_j and the residuals max(0, w_i p_i - q_i), i < j).
+
+    For an exact enumeration over the uniforms, like :func:`specviz.exact.breakpoints` for the
+    chain. target_probs (K+1, V), draft_probs (K, V) or None, draft_tokens (K,), num_draft
+    default K. Sorted, unique, float64.
+    """
+    T = np.asarray(target_probs, dtype=np.float64)
+    x = np.asarray(draft_tokens)
+    K = int(x.shape[0])
+    j = K if num_draft is None else int(num_draft)
+    D = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)[None]
+    args = (T[None], D, x[None], np.array([j]))
+    capped = block_thresholds(*args)
+    product = block_thresholds(*args, last="product")
+    points = [capped.thresholds[0, :j], product.thresholds[0, j - 1 : j] if j else np.empty(0)]
+    w = capped.weights[0]
+    for i in range(j + 1):
+        rows = [T[i]]
+        if i < j:
+            q = np.eye(T.shape[1])[int(x[i])] if D is None else D[0, i]
+            rows.append(np.maximum(w[i] * T[i] - q, 0))
+        for r in rows:
+            if r.sum() > 0:
+                points.append(np.cumsum(r) / r.sum())
+    allp = np.concatenate(points)
+    return np.unique(allp[(allp > 0) & (allp < 1)])
+
+
 def prepare(
     target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array, *, validate: bool
 ) -> Batch:

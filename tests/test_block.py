@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from specviz import InputError, Uniforms, verify
-from specviz.block import block_thresholds, verify_block, verify_block_lossy
+from specviz.block import block_thresholds, breakpoints, verify_block, verify_block_lossy
 from specviz.markov import Drafter, MarkovChain, random_chain
 from specviz.simulate import generate
 from specviz.stats import ALPHA, joint_test
@@ -373,6 +373,40 @@ def test_lossy_variant_law_and_tv(block_laws):
             gaps.append(gap)
     # It is lossless where no earlier cap cut the running ratio; on these cases it often does.
     assert sum(g > 1e-3 for g in gaps) >= 4 and max(gaps) > 0.1, gaps
+
+
+def test_breakpoints_list_every_reference_threshold():
+    # specviz.block.breakpoints is what an exact court would enumerate with; it must hold every
+    # threshold the reference says the rule compares a uniform with.
+    for case in CASES + DET_CASES:
+        for xs, _ in drafts_of(case.tree, case.V, case.j, case.path):
+            T = np.array([case.tree[xs[:t]][0] for t in range(case.j + 1)])
+            Q = (
+                None
+                if case.path is not None
+                else np.array([case.tree[xs[:t]][1] for t in range(case.j)]).reshape(-1, case.V)
+            )
+            got = breakpoints(T, Q, np.array(xs, dtype=np.int64))
+            for last in ("capped", "product"):
+                acc, samp = block_points(case.tree, xs, last)
+                listed = np.concatenate([[0.0, 1.0], got])  # the cube's own edges count
+                for pt in [p for a in acc for p in a] + samp:
+                    # The masses are the integer sums, within ~1e-16 of the reference's floats.
+                    assert np.abs(listed - pt).min() < 1e-12, (case, xs, pt)
+
+
+def test_draft_equal_to_target_keeps_every_draft():
+    # q = p at every position: w stays 1, every m_i is 0 (the 0/0 thresholds are 1), all kept.
+    rng = np.random.default_rng(11)
+    T, _, x, j = random_batch(rng, 50, 4, 5)
+    Q = T[:, :4].copy()
+    x = np.where(x >= 0, Q.argmax(-1), -1)  # drafts the drafter can draw (q(x) > 0)
+    th = block_thresholds(T, Q, x, j)
+    pos = np.arange(4)[None, :]
+    assert (th.thresholds[pos < j[:, None]] == 1).all()
+    assert (th.residual_mass[:, :4][pos < j[:, None]] == 0).all()
+    res = verify_block(T, Q, x, j, uniforms=Uniforms(rng.random((50, 4)), rng.random(50)))
+    assert np.array_equal(res.num_accepted, j) and res.bonus.all()
 
 
 # ---------------------------------------------------------------- the paper's toy example
