@@ -147,6 +147,14 @@ def test_build_round_pads_with_garbage_rows(chains):
         assert not (rnd.target_probs[b, : j[b] + 1] == np.eye(V)[g]).all(axis=1).any()  # real rows are not one-hot
 
 
+def test_build_round_rejects_tokens_outside_the_vocabulary(chains):
+    target, draft = chains
+    with pytest.raises(InputError, match=r"drafts.*\[-1, 3\].*\[0, 4\]"):
+        build_round(target, Drafter(draft), np.array([0]), np.array([[0, 4, 1]]), np.array([3]))
+    with pytest.raises(InputError, match="ctx"):
+        build_round(target, Drafter(draft), np.array([-2]), np.array([[0, 1, 1]]), np.array([3]))
+
+
 # --- whole runs ----------------------------------------------------------------------------------
 
 

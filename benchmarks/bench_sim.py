@@ -1,0 +1,258 @@
+"""Where users wait on the simulation: a Bug-lab click, a Tokens-page step, the prove suite.
+
+    python benchmarks/bench_sim.py [--repeat 3] [--scenarios reference,ragged] [--no-prove]
+
+Each figure is printed as a ratio to its goal bound (issue 9: a Bug-lab click at N = 1,000,000
+under 1 s, a Tokens-page step at its cap under 1 s, ``python -m specviz prove`` under 8 s)
+and, for the simulation, to a baseline measured in the same run: the simulation as it was
+before chunking and table gathers (``legacy_generate`` below, kept verbatim apart from names),
+driving the same verifier. A click is split into the time spent inside the verifier and the
+rest (drafting, building the padded batches, bookkeeping, the chi-square), measured by
+wrapping the verifier with a timer. The machine is shared and noisy: old and new runs are
+interleaved and the median of ``--repeat`` is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specviz import limits, prove, speed, verify  # noqa: E402
+from specviz.errors import InputError  # noqa: E402
+from specviz.markov import START, Drafter, MarkovChain  # noqa: E402
+from specviz.simulate import Round, Simulation  # noqa: E402
+from specviz.verify import verify_greedy  # noqa: E402
+
+CLICK_BOUND_S = 1.0  # Bug lab, N = limits.MAX_PROVE_N
+TOKENS_BOUND_S = 1.0  # Tokens page, limits.MAX_TOKENS_N rows x 17 points, with and without the bonus
+PROVE_BOUND_S = 8.0  # python -m specviz prove, default settings
+TOKENS_K = range(17)  # the Tokens page's K axis (app_pages/tokens.py K_RANGE)
+
+
+# --- the baseline: the simulation before this rewrite ----------------------------------------------
+
+
+def _legacy_build_round(target: MarkovChain, drafter: Drafter, ctx, drafts, num_draft) -> Round:
+    A, K = drafts.shape
+    V = target.V
+    g = V - 1
+    pos = np.arange(K + 1)
+    ctxs = np.concatenate([ctx[:, None], drafts], axis=1)
+    valid_t = pos[None, :] <= num_draft[:, None]
+    ctxs = np.where(valid_t, ctxs, START)
+    target_probs = target.probs(ctxs)
+    target_probs[~valid_t] = np.eye(V)[g]
+    valid = pos[None, :K] < num_draft[:, None]
+    tokens = np.where(valid, drafts, g)
+    draft_probs = None
+    if drafter.reports_q:
+        draft_probs = drafter.chain.probs(ctxs[:, :K])
+        draft_probs[~valid] = np.eye(V)[g]
+    return Round(target_probs, draft_probs, tokens, num_draft)
+
+
+def _legacy_sample_rows(rows, u):
+    cdf = np.cumsum(rows, axis=1)
+    tok = np.count_nonzero(cdf <= (u * cdf[:, -1])[:, None], axis=1)
+    last = rows.shape[1] - 1 - np.argmax(rows[:, ::-1] > 0, axis=1)
+    return np.minimum(tok, last).astype(np.int64)
+
+
+def _legacy_draft_tokens(drafter: Drafter, ctx, K: int, rng) -> np.ndarray:
+    A = ctx.shape[0]
+    out = np.empty((A, K), dtype=np.int64)
+    prev = ctx
+    for i in range(K):
+        rows = drafter.chain.probs(prev)
+        prev = _legacy_sample_rows(rows, rng.random(A)) if drafter.samples else np.argmax(rows, axis=1)
+        out[:, i] = prev
+    return out
+
+
+def _legacy_check_result(res, A, K, V):
+    toks = np.asarray(res.tokens)
+    num = np.asarray(res.num_tokens).astype(np.int64)
+    if toks.shape != (A, K + 1) or num.shape != (A,):
+        raise InputError("verifier", f"tokens ({A}, {K + 1})", f"{toks.shape}")
+    if num.size and (num.min() < 0 or num.max() > K + 1):
+        raise InputError("verifier", f"num_tokens in [0, {K + 1}]", f"{num.min()}..{num.max()}")
+    emitted = np.arange(K + 1)[None, :] < num[:, None]
+    if emitted.any() and ((toks[emitted] < 0) | (toks[emitted] >= V)).any():
+        raise InputError("verifier", f"emitted tokens in [0, {V})", "out-of-range tokens")
+    return toks, num
+
+
+def legacy_generate(verifier, target, drafter, *, n, L, K, rng, ragged=False, greedy=False, expected=None):
+    """specviz.simulate.generate before chunking (commit d2e1b32), for the same-run baseline."""
+    V = target.V
+    seqs = np.full((n, L), -1, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    tok_sum = tok_sq = 0.0
+    draft_sum = 0
+    expected_sum = 0.0
+    calls = 0
+    accepted = np.zeros(K, dtype=np.int64)
+    tested = np.zeros(K, dtype=np.int64)
+    for _ in range(L * (K + 2) + 1):
+        active = np.flatnonzero(length < L)
+        if active.size == 0:
+            break
+        A = active.size
+        last = seqs[active, np.maximum(length[active] - 1, 0)]
+        ctx = np.where(length[active] > 0, last, START)
+        j = rng.integers(0, K + 1, size=A) if ragged else np.full(A, K, dtype=np.int64)
+        rnd = _legacy_build_round(target, drafter, ctx, _legacy_draft_tokens(drafter, ctx, K, rng), j)
+        if greedy:
+            res = verify_greedy(rnd.target_probs, rnd.draft_tokens, j)
+        else:
+            res = verifier(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens, j, rng=rng)
+        toks, num = _legacy_check_result(res, A, K, V)
+        calls += A
+        tok_sum += float(num.sum())
+        tok_sq += float((num.astype(np.float64) ** 2).sum())
+        draft_sum += int(j.sum())
+        if expected is not None:
+            expected_sum += float(expected[ctx + 1, j].sum())
+        n_acc = np.asarray(res.num_accepted)
+        pos = np.arange(K)
+        tested += ((pos[None, :] <= n_acc[:, None]) & (pos[None, :] < j[:, None])).sum(0)
+        accepted += (pos[None, :] < n_acc[:, None]).sum(0)
+        for t in range(K + 1):
+            take = (t < num) & (length[active] + t < L)
+            rows = active[take]
+            seqs[rows, length[rows] + t] = toks[take, t]
+        length[active] = np.minimum(length[active] + num, L)
+    else:
+        raise InputError("verifier", "at least one token emitted per round", "rounds that emit none")
+    mean = tok_sum / max(calls, 1)
+    var = max(tok_sq / max(calls, 1) - mean**2, 0.0)
+    return Simulation(
+        sequences=seqs,
+        num_verifications=calls,
+        tokens_per_round=mean,
+        tokens_per_round_se=float(np.sqrt(var / max(calls, 1))),
+        mean_num_draft=draft_sum / max(calls, 1),
+        accept_by_position=accepted / np.maximum(tested, 1),
+        tested_by_position=tested,
+        expected_tokens_per_round=expected_sum / max(calls, 1) if expected is not None else float("nan"),
+    )
+
+
+# --- measurements ------------------------------------------------------------------------------------
+
+
+class TimedVerify:
+    """specviz.verify with a stopwatch; keeps the ``validate`` keyword visible to the simulation."""
+
+    __name__ = "verify"
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, *args: Any, validate: bool = True, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        res = verify(*args, validate=validate, **kw)
+        self.seconds += time.perf_counter() - t0
+        self.calls += 1
+        return res
+
+
+def click(scenario: str, n: int, legacy: bool) -> tuple[float, float, int, str]:
+    """One Bug-lab click (prove.run_case): (seconds, seconds inside the verifier, verifier calls, verdict)."""
+    timed = TimedVerify()
+    saved = prove.generate
+    if legacy:
+        prove.generate = legacy_generate
+    try:
+        t0 = time.perf_counter()
+        res = prove.run_case(scenario, timed, n=n, seed=0)
+        secs = time.perf_counter() - t0
+    finally:
+        prove.generate = saved
+    return secs, timed.seconds, timed.calls, res.verdict
+
+
+def tokens_step(n: int) -> float:
+    """What one Tokens-page slider step computes (app_pages/tokens.py ``measure``, both curves)."""
+    p, q = speed.two_token_pair(0.7)
+    t0 = time.perf_counter()
+    for bonus in (True, False):
+        speed.measure_tokens(p, q, TOKENS_K, n, 0, bonus=bonus)
+    return time.perf_counter() - t0
+
+
+def prove_command(legacy: bool) -> tuple[float, int]:
+    """Wall time and exit status of ``python -m specviz prove --quiet`` (interpreter start included)."""
+    cmd = [sys.executable, "-m", "specviz", "prove", "--quiet"]
+    if legacy:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--legacy-prove"]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - t0, done.returncode
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def interleaved(fn: Callable[[bool], Any], repeat: int) -> tuple[list[Any], list[Any]]:
+    new, old = [], []
+    for r in range(repeat):
+        for legacy in (False, True) if r % 2 == 0 else (True, False):
+            (old if legacy else new).append(fn(legacy))
+    return new, old
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--n", type=int, default=limits.MAX_PROVE_N, help="sequences per click")
+    ap.add_argument("--scenarios", default="reference,ragged")
+    ap.add_argument("--no-prove", action="store_true", help="skip the two prove-suite runs (~15 s)")
+    ap.add_argument("--legacy-prove", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.legacy_prove:  # the baseline suite: the command with the old simulation patched in
+        from specviz import cli
+
+        prove.generate = legacy_generate
+        sys.exit(cli.main(["prove", "--quiet"]))
+
+    print(f"Bug-lab click: prove.run_case(scenario, n = {args.n:,}); median of {args.repeat}, old and new interleaved")
+    print(f"{'scenario':12s} {'impl':7s} {'seconds':>8s} {'/ 1 s':>6s} {'seq/s':>10s} {'verifier':>9s} "
+          f"{'rest':>6s} {'calls':>6s} {'x faster':>8s}  verdict")  # fmt: skip
+    for sc in args.scenarios.split(","):
+        new, old = interleaved(lambda legacy, sc=sc: click(sc, args.n, legacy), args.repeat)
+        base = median([r[0] for r in old])
+        for label, runs in (("new", new), ("legacy", old)):
+            secs, ver = median([r[0] for r in runs]), median([r[1] for r in runs])
+            print(f"{sc:12s} {label:7s} {secs:8.3f} {secs / CLICK_BOUND_S:6.2f} {args.n / secs:10,.0f} {ver:9.3f} "
+                  f"{secs - ver:6.3f} {runs[0][2]:6d} {base / secs:8.2f}  {runs[0][3]}")  # fmt: skip
+
+    n_tok = limits.MAX_TOKENS_N
+    times = [tokens_step(n_tok) for _ in range(args.repeat)]
+    t = median(times)
+    print(f"\nTokens-page step: speed.measure_tokens x 2 (bonus, no bonus), {n_tok:,} rows x {len(TOKENS_K)} K values: "
+          f"{t:.3f} s = {t / TOKENS_BOUND_S:.2f} x the 1 s bound (all of it verifier calls and draw_iid; "
+          "the simulation module is not on this path)")  # fmt: skip
+
+    if not args.no_prove:
+        new, old = interleaved(prove_command, 1)
+        (tn, rc_new), (to, rc_old) = new[0], old[0]
+        print(f"\npython -m specviz prove: {tn:.2f} s = {tn / PROVE_BOUND_S:.2f} x the 8 s bound (exit {rc_new}); "
+              f"with the legacy simulation {to:.2f} s (exit {rc_old}): {to / tn:.2f} x faster")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
