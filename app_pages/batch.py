@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, batch_demo, figures, links
+from specviz import InputError, batch_demo, figures, links, presenter, results
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -110,15 +110,15 @@ values = {
     "seed": int(seed),
     "backend": backend,
 }
-link = links.encode_params(values, PARAMS)
-if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
-    st.query_params.from_dict(link)
+links.show_in_link(st.query_params, st.session_state, values, PARAMS, S)  # the address bar shows what is shown
 
 B = size.B
 for note in size.notes:
     st.warning(note, icon=":material/content_cut:")
 
-run_key = (B, K, size.V, counts, typed, source, float(conc), int(seed), backend, tuple(available))
+# The batch is verified (validated) on NumPy and timed on every available backend, keeping each
+# backend's first rows: "Backend shown" switches between them without running the batch again.
+run_key = (B, K, size.V, counts, typed, source, float(conc), int(seed), "NumPy", tuple(available))
 if st.button("Run batch", type="primary", disabled=count_error is not None, key=S + "run"):
     st.session_state[S + "ran"] = run_key
 
@@ -130,18 +130,29 @@ if st.session_state.get(S + "ran") != run_key:
 try:
     report = run_batch(*run_key)
 except InputError as e:
-    st.error(str(e), icon=":material/error:")
+    st.error(links.error_text(e), icon=":material/error:")
     st.stop()
 
 m = st.columns(4)
 m[0].metric("rows verified", f"{B:,}")
 m[1].metric("mean drafts per row", f"{report.num_draft.mean():.2f}")
-m[2].metric("acceptance rate (accepted / tested)", f"{report.acceptance_rate:.3f}")
+m[2].metric(
+    "acceptance rate (accepted / tested)",
+    batch_demo.rate_text(report.accepted, report.tested),
+    help=f"{report.accepted:,} accepted of {report.tested:,} drafts whose coin counted",
+)
 m[3].metric("mean tokens per row", f"{report.num_tokens.mean():.3f}")
+if not report.tested:
+    st.caption(
+        "No draft was tested (every row has 0 drafts), so there is no acceptance rate: each row emits its bonus."
+    )
 
 shown = min(B, MAX_ROWS_SHOWN)
+head = report.heads.get(backend, report.head)
 st.plotly_chart(
-    figures.token_strips(report.head, report.num_draft[:shown], report.head_draft_tokens, max_rows=shown),
+    presenter.chart(
+        figures.token_strips(head, report.num_draft[:shown], report.head_draft_tokens, max_rows=shown), st.session_state
+    ),
     key=S + "strips",
 )
 st.caption(
@@ -152,7 +163,8 @@ st.caption(
 
 h, t = st.columns(2, gap="large")
 with h:
-    st.plotly_chart(figures.accepted_histogram(report.num_accepted, K, report.num_draft), key=S + "hist")
+    hist = figures.accepted_histogram(report.num_accepted, K, report.num_draft)
+    st.plotly_chart(presenter.chart(hist, st.session_state), key=S + "hist")
 with t:
     timings = pd.DataFrame(
         [
@@ -161,6 +173,7 @@ with t:
                 "median time (ms)": 1000 * x.seconds,
                 "repeats": x.repeats,
                 "rows per second": x.rows_per_second,
+                "torch threads": "" if x.threads is None else str(x.threads),
                 "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
             }
             for x in report.timings
@@ -172,11 +185,15 @@ with t:
         column_config={
             "median time (ms)": st.column_config.NumberColumn(format="%.3f"),
             "rows per second": st.column_config.NumberColumn(format="%,.0f"),
+            "torch threads": st.column_config.TextColumn(help="torch.get_num_threads() during the timing"),
             "agrees": st.column_config.TextColumn(help="same tokens as NumPy on the same uniforms"),
         },
     )
     st.plotly_chart(
-        figures.timing_bar([x.backend for x in report.timings], [x.rows_per_second for x in report.timings]),
+        presenter.chart(
+            figures.timing_bar([x.backend for x in report.timings], [x.rows_per_second for x in report.timings]),
+            st.session_state,
+        ),
         key=S + "timing",
     )
     st.caption(
@@ -184,4 +201,28 @@ with t:
         "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
         "already on the device, validation off as on a serving hot path. Building the random batch took "
         f"{report.generate_seconds:.2f} s and is not included."
+        + "".join(
+            f" {x.backend} ran on {x.threads} torch thread{'s' if x.threads != 1 else ''}: its times depend on "
+            "that count and on the machine's load."
+            for x in report.timings
+            if x.threads is not None
+        )
     )
+
+settings = {**values, "B": B, "V": size.V}  # what ran, after the caps
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download this run (JSON)",
+    results.to_json(results.batch_record(report, settings)),
+    file_name="specviz-batch.json",
+    mime="application/json",
+    key=S + "download_json",
+    help="settings, summary, timings with threads, and the rows shown",
+)
+d2.download_button(
+    f"Download the first {shown} rows (CSV)",
+    results.to_csv(results.batch_rows(report)),
+    file_name="specviz-batch-rows.csv",
+    mime="text/csv",
+    key=S + "download_csv",
+)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, prove
+from specviz import InputError, figures, limits, links, presenter, prove, results, stats
 from specviz.bugs import BUGS
 
 S = "buglab."
@@ -33,8 +34,8 @@ def on_bug_change() -> None:
 
 
 query = st.query_params.to_dict()
-fresh = S + "scenario" not in st.session_state
-link_notes = links.init_state(query, st.session_state, PARAMS, S)
+fresh = not links.seen(st.session_state, S + "scenario")  # kept while on another page counts as seen
+link_notes = links.init_state(query, st.session_state, PARAMS, S, keep=("prediction",))
 if fresh and "scenario" not in query:  # no link, or one naming only the bug: start where the bug shows
     st.session_state[S + "scenario"] = home_scenario(st.session_state[S + "bug"])
 
@@ -74,9 +75,8 @@ with right:
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
     clicked = st.button("Run the test", type="primary", key=S + "run")
 
-link = links.encode_params({"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}, PARAMS)
-if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
-    st.query_params.from_dict(link)
+shown_settings = {"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}
+links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them
 run_key = (scenario, n, int(seed), bug)
 if clicked:
     st.session_state[S + "ran"] = run_key
@@ -90,77 +90,127 @@ if st.session_state.get(S + "ran") != run_key:
 try:
     res = run_case(*run_key)
 except InputError as e:
-    st.error(str(e), icon=":material/error:")
+    st.error(links.error_text(e), icon=":material/error:")
     st.stop()
 
 if res.error:
     st.error(f"The verifier raised: {res.error}")
     st.stop()
 
-outcome = PREDICTIONS[0] if res.passed else PREDICTIONS[1]
-what = {
-    "pass": "The correct verifier passes.",
-    "FAIL": "The correct verifier FAILED: a false alarm or a real bug.",
-    "caught": f"The test fails: {bug} is caught.",
-    "missed": f"The test passes: {bug} is missed here.",
-}
-verdict_line = f"**Verdict: {res.verdict}.** {what[res.verdict]}"
-(st.success if res.verdict in ("pass", "caught") else st.error)(verdict_line)
-if prediction is None:
+subject = "the correct verifier" if bug == NONE else bug
+verdict = results.case_verdict(res, subject)
+show = st.success if verdict.good else st.warning if verdict.word == "inconclusive" else st.error
+show(f"**Verdict: {verdict.head}.** {verdict.seen}")
+if verdict.word == "inconclusive":
+    st.caption("Your prediction is not judged: at this N the test could not tell either way.")
+elif prediction is None:
     st.caption("You did not predict this time: next time decide first, then run.")
 else:
+    passed = verdict.word in ("pass", "missed")
+    outcome = PREDICTIONS[0] if passed else PREDICTIONS[1]
     right_or_wrong = "You were right." if prediction == outcome else "You were wrong: read the explanation above."
-    st.markdown(f"You predicted *{prediction}*; it {'passed' if res.passed else 'failed'}. {right_or_wrong}")
+    st.markdown(f"You predicted *{prediction}*; it {'passed' if passed else 'failed'}. {right_or_wrong}")
+
 
 j = res.joint
+tok = verdict.tokens
 m = st.columns(4)
 m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
 m[1].metric(f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}")
 m[2].metric("p-value", f"{j.p_value:.3g}")
-m[3].metric("joint test", "pass" if j.passed else "fail")
+m[3].metric("joint test", results.joint_says(j))
 m = st.columns(4)
 m[0].metric("TV(observed, exact)", f"{j.tv:.4f}")
 m[1].metric(
     f"detectable TV ({j.power:.0%} power)",
-    f"{j.detectable_tv:.4f}",
+    f"{j.detectable_tv:.4f}" if np.isfinite(j.detectable_tv) else "∞ (no power)",
     help="any shift of the law at least this large in total variation fails the test with this power",
 )
 m[2].metric(
     "tokens per step, measured",
     f"{res.tokens_measured:.4f}",
-    f"± {res.tokens_se:.4f} (1 SE)",
+    f"± {res.tokens_se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
     delta_color="off",
     delta_arrow="off",
 )
 m[3].metric(
     "tokens per step, theory",
     f"{res.tokens_theory:.4f}",
-    f"z = {res.tokens_z:+.2f}",
+    f"z = {tok.z:+.2f}" if tok.rounds >= stats.MIN_ROUNDS else f"needs ≥ {tok.needed_rounds:,} rounds",
     delta_color="off",
     delta_arrow="off",
     help="exact expectation over the contexts the run met",
 )
+tokens_says = results.tokens_says(tok)
 st.caption(
-    f"The tokens-per-step test {'passes' if res.tokens_passed else 'fails'} (|z| = {abs(res.tokens_z):.2f}). "
-    "The verdict fails when either test fails."
+    f"The tokens-per-step test says {tokens_says}"
+    + (f" (|z| = {abs(tok.z):.2f} against {results.z_critical(j.alpha):.2f})" if tokens_says != "inconclusive" else "")
+    + ". A test speaks only with the power to see a shift of "
+    f"TV {stats.MIN_TV:g} in the law (or {stats.MIN_TOKENS:g} tokens per step, after {stats.MIN_ROUNDS} rounds): the "
+    "verdict fails when a test that can speak fails, passes when both can speak and pass, and is inconclusive "
+    "otherwise."
 )
 
 if bug == "shared_uniform":
     st.subheader("The lesson: a first-token-only test misses it")
-    a, b = st.columns(2)
-    for col, name, t in ((a, "first token only", res.first_token), (b, f"joint law of {sc.L} tokens", j)):
+    rows = [("first token only", res.first_token)]
+    rows += [(f"token {t + 1} on its own", c) for t, c in enumerate(res.positions[1:], start=1)]
+    rows += [(f"joint law of {sc.L} tokens", j)]
+    cols = st.columns(len(rows) + 1)
+    for col, (name, t) in zip(cols, rows, strict=False):
         col.metric(
             name,
-            "pass" if t.passed else "fail",
+            results.joint_says(t),
             f"chi-square {t.statistic:,.1f} vs {t.critical_value:,.1f}",
             delta_color="off",
             delta_arrow="off",
         )
+    cols[-1].metric(
+        "tokens per step",
+        tokens_says,
+        f"z = {tok.z:+.1f}" if tokens_says != "inconclusive" else "too few rounds",
+        delta_color="off",
+        delta_arrow="off",
+    )
+    seen = [name for name, t in rows if results.joint_says(t) == "fail"]
+    missed = [name for name, t in rows if results.joint_says(t) == "pass"]
+    if tokens_says != "inconclusive":
+        (seen if tokens_says == "fail" else missed).append("tokens per step")
     st.markdown(
-        "One coin per row keeps the first token exact, so a test of the first token (or of each position on its own) "
-        "passes. The damage is in the dependence between positions: after an accepted draft the shared coin is known "
-        "to be small, so the next draft is accepted too often. Only a test of the **joint** law sees it."
+        "One coin per row keeps the first token exact: the first-token test cannot see this bug. After an accepted "
+        "draft the shared coin is known to be small, so the next draft is accepted too often: that shifts the later "
+        "tokens and raises the tokens per step above what a lossless rule gives."
+    )
+    st.markdown(
+        f"In this run, tests that see it: {', '.join(seen) if seen else 'none'}; tests that miss it: "
+        f"{', '.join(missed) if missed else 'none'}."
+        + (
+            f" Tokens per step: measured {res.tokens_measured:.4f} against {res.tokens_theory:.4f} for a "
+            f"lossless rule ({'more' if res.tokens_measured > res.tokens_theory else 'fewer'})."
+            if tokens_says != "inconclusive"
+            else ""
+        )
     )
 
-st.plotly_chart(figures.joint_comparison(res.observed, res.law, sc.V, sc.L), key=S + "joint")
+joint_fig = figures.joint_comparison(res.observed, res.law, sc.V, sc.L)
+st.plotly_chart(presenter.chart(joint_fig, st.session_state), key=S + "joint")
 st.caption(f"Run time {res.seconds:.2f} s (cached: the same settings answer instantly).")
+
+record = results.case_record(res, bug=None if bug == NONE else bug, n=n, seed=int(seed), V=sc.V, L=sc.L)
+d1, d2 = st.columns(2)
+d1.download_button(
+    "Download this run (JSON)",
+    results.to_json(record),
+    file_name=f"specviz-bug-lab-{scenario}-{'correct' if bug == NONE else bug}.json",
+    mime="application/json",
+    key=S + "download_json",
+    help="the fields of `specviz prove --json`, the verdict with its power, and the counts against the exact law",
+)
+d2.download_button(
+    "Download the counts (CSV)",
+    results.to_csv(record["cells"]),
+    file_name=f"specviz-bug-lab-{scenario}-counts.csv",
+    mime="text/csv",
+    key=S + "download_csv",
+    help="one row per sequence of tokens: observed count, exact probability, expected count",
+)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, position, theory
+from specviz import InputError, figures, limits, links, position, presenter, theory
 from specviz.bugs import BUGS
 
 S = "exact."  # session-state prefix of this page
@@ -30,7 +30,33 @@ def load_preset() -> None:
         return
     st.session_state[S + "p"], st.session_state[S + "q"] = position.preset(name, int(st.session_state[S + "seed"]))
     st.session_state[S + "table_version"] += 1  # a fresh editor: the preset replaces any edits
-    st.session_state[S + "preset"] = None  # the selectbox is a loader, the table is the state
+
+
+def load_text() -> None:
+    """Read the typed p and q texts (either may be left empty) into the table, or say what is wrong."""
+    notes, errors = [], []
+    for name in ("p", "q"):
+        text = st.session_state.get(f"{S}{name}_text", "")
+        if not text.strip():
+            continue
+        try:
+            parsed = position.parse_text(text, name)
+        except InputError as e:
+            errors.append(str(e))
+            continue
+        st.session_state[S + name] = parsed.values
+        notes.append(f"{name}: {parsed.message}")
+    if notes:
+        st.session_state[S + "table_version"] += 1  # a fresh editor showing what was read
+    st.session_state[S + "text_result"] = (notes, errors)
+
+
+def show_me(where: position.ShowMe) -> None:
+    """Load the setting where the selected bug shows: a preset and a draft count."""
+    st.session_state[S + "p"], st.session_state[S + "q"] = position.preset(where.preset, position.SHOW_ME_SEED)
+    st.session_state[S + "K"] = where.K
+    st.session_state[S + "seed"] = position.SHOW_ME_SEED
+    st.session_state[S + "table_version"] += 1
 
 
 st.title("Why it is exact")
@@ -45,15 +71,7 @@ for note in link_notes:
 left, right = st.columns([2, 3], gap="large")
 with left:
     st.subheader("Your p and q")
-    st.selectbox(
-        "Load a preset",
-        position.PRESETS,
-        index=None,
-        key=S + "preset",
-        placeholder="choose a preset to replace the table…",
-        format_func=lambda name: f"{name}: {position.PRESET_HELP[name]}",
-        on_change=load_preset,
-    )
+    preset_slot = st.container()  # filled below, once the table says which preset (if any) it holds
     raw_p, raw_q = list(st.session_state[S + "p"]), list(st.session_state[S + "q"])
     width = max(len(raw_p), len(raw_q))
     base = pd.DataFrame(
@@ -71,6 +89,27 @@ with left:
     )
     typed_p, typed_q = edited["p"].tolist(), edited["q"].tolist()
     st.caption(f"Add or delete rows to change the vocabulary (at most {limits.MAX_TABLE_V} tokens).")
+    # The selector shows the preset the table holds now: a loaded one, or none once the table is edited.
+    st.session_state[S + "preset"] = position.matching_preset(typed_p, typed_q, int(st.session_state[S + "seed"]))
+    with preset_slot:
+        st.selectbox(
+            "Preset",
+            position.PRESETS,
+            key=S + "preset",
+            placeholder="your own table (no preset): choose one to replace it",
+            format_func=lambda name: f"{name}: {position.PRESET_HELP[name]}",
+            on_change=load_preset,
+        )
+    with st.expander("Type p and q as text"):
+        st.text_input("p", key=S + "p_text", placeholder="e.g. 1/2, 30%, 0.15, 5e-2")
+        st.text_input("q", key=S + "q_text", placeholder="e.g. 0.25 0.25 0.25 0.25 (leave empty to keep q)")
+        st.button("Use these", key=S + "use_text", on_click=load_text)
+        st.caption("Commas, semicolons or spaces between numbers; fractions (1/4), percents (25%), 1e-3.")
+        text_notes, text_errors = st.session_state.pop(S + "text_result", ([], []))
+        for note in text_notes:
+            st.success(note, icon=":material/check:")
+        for err in text_errors:
+            st.error(err, icon=":material/error:")
     dists = {}
     for name, typed in (("p", typed_p), ("q", typed_q)):
         try:
@@ -101,7 +140,7 @@ with right:
         c1.metric("acceptance rate a", f"{d.acceptance_rate:.4f}", help="a = Σ min(p, q)")
         c2.metric("TV(p, q) = 1 − a", f"{d.total_variation:.4f}", help="total variation distance between p and q")
         c3.metric("largest |output − p|", f"{d.max_abs_error:.2e}", help="min(p, q) + (1 − a)·residual against p")
-        st.plotly_chart(figures.decomposition_bar(p, q), key=S + "decomposition")
+        st.plotly_chart(presenter.chart(figures.decomposition_bar(p, q), st.session_state), key=S + "decomposition")
         columns = {
             "p": (p, "target probability"),
             "q": (q, "draft probability"),
@@ -128,16 +167,33 @@ b1, b2 = st.columns([1, 2], gap="large")
 with b1:
     bug = st.selectbox("Bug", [NONE, *BUGS], key=S + "bug", help="one step of the rule swapped for a classic mistake")
     K = st.slider("Drafts per row K", 1, limits.MAX_POSITION_K, key=S + "K", help="matters for count_after_rejection")
+    where = None
     if bug != NONE:
         info = BUGS[bug]
         st.markdown(f"**{info.title}.** {info.explanation}")
         st.caption(f"Caught by: {info.caught_by}.")
+        where = position.show_me(bug)
+        if where is None:
+            st.info(
+                f"{bug} never changes the law of the first token at one position: with every preset and every K "
+                "here its TV from p is 0 (or it has no single-position law). Its effect shows end to end, in the "
+                f"Bug lab: /bug-lab?bug={bug}",
+                icon=":material/bug_report:",
+            )
+            st.page_link("app_pages/bug_lab.py", label=f"Open the Bug lab with {bug}", query_params={"bug": bug})
+        else:
+            st.button(
+                f"Show me: load '{where.preset}' with K = {where.K} (TV {where.tv:.3f})",
+                key=S + "show_me",
+                on_click=show_me,
+                args=(where,),
+                help="the preset and draft count where this bug moves the law furthest from p",
+            )
     else:
         st.caption("The correct rule: its law is p, whatever p and q are.")
 
-link = links.encode_params({"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}, PARAMS)
-if st.query_params.to_dict() != link:  # the address bar reproduces what is shown, typos included
-    st.query_params.from_dict(link)
+shown_settings = {"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}  # the table as typed
+links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # typos included
 
 with b2:
     if not ok:
@@ -147,7 +203,13 @@ with b2:
         samples_key = (tuple(p), tuple(q), bug, K, seed)
         state = st.session_state.get(S + "samples")
         if state is None or state["key"] != samples_key:
-            state = {"key": samples_key, "counts": np.zeros(len(p), dtype=np.int64), "clicks": 0, "trace": None}
+            state = {
+                "key": samples_key,
+                "counts": np.zeros(len(p), dtype=np.int64),
+                "clicks": 0,
+                "trace": None,
+                "single": None,  # the token of the last single sample, marked on the chart
+            }
             st.session_state[S + "samples"] = state
 
         m1, m2 = st.columns(2)
@@ -160,7 +222,14 @@ with b2:
                 "scenario 'ragged'."
             )
         else:
-            m1.metric("TV(output law, p)", f"{theory.total_variation(law, p):.6f}", help="exact, from theory")
+            tv = theory.total_variation(law, p)
+            m1.metric("TV(output law, p)", f"{tv:.6f}", help="exact, from theory")
+            if bug != NONE and tv <= position.SHOWN_TV and where is not None:
+                st.warning(
+                    f"With this p, q and K, {bug} leaves the first token's law at p (TV 0): nothing to see here. "
+                    f"Click *Show me* for a setting where it moves it by TV {where.tv:.3f}.",
+                    icon=":material/visibility_off:",
+                )
 
         buttons = st.columns(len(SAMPLE_SIZES) + 1)
         for col, n in zip(buttons, SAMPLE_SIZES, strict=False):
@@ -168,26 +237,33 @@ with b2:
                 try:
                     draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state["clicks"]])
                 except InputError as e:
-                    st.error(str(e))
+                    st.error(links.error_text(e))
                 else:
                     state["clicks"] += 1
                     state["counts"] = state["counts"] + np.bincount(draws.first_tokens, minlength=len(p))
                     state["trace"] = position.trace_table(draws, p, q) if n == 1 else state["trace"]
+                    state["single"] = int(draws.first_tokens[0]) if n == 1 else None
         if buttons[-1].button("Reset samples", key=S + "reset"):
-            state.update(counts=np.zeros(len(p), dtype=np.int64), clicks=0, trace=None)
+            state.update(counts=np.zeros(len(p), dtype=np.int64), clicks=0, trace=None, single=None)
 
         total = int(state["counts"].sum())
         freq = state["counts"] / total if total else None
-        if total:
+        if total > 1:  # the TV of one sample from a law says nothing
             ref = p if law is None else law
             m2.metric(f"TV(sampled, exact), {total:,} rows", f"{theory.total_variation(freq, ref):.4f}")
         label = "exact law of the rule" if bug == NONE else f"exact law with {bug}"
-        st.plotly_chart(figures.law_comparison(p, law, freq, n=total or None, law_name=label), key=S + "law")
-        if total:
-            st.caption("Error bars: ±2 standard errors of a frequency under the exact law.")
+        law_fig = figures.law_comparison(p, law, freq, n=total or None, law_name=label, single=state.get("single"))
+        st.plotly_chart(presenter.chart(law_fig, st.session_state), key=S + "law")
+        if total == 1:
+            st.caption("One sample is one token, marked with a star: sample 1,000 to see a histogram form.")
+        elif total:
+            st.caption("Error bars: ±2 standard errors of a frequency under the exact law, clipped to [0, 1].")
         if state["trace"]:
             st.markdown("**The last single verification, traced** (accepted iff u < p/q):")
-            st.dataframe(pd.DataFrame(state["trace"]), hide_index=True)
+            trace = pd.DataFrame(state["trace"])
+            # The drawn slot has no p/q test: a dash says so where a missing value would read "None".
+            trace["p/q"] = [f"{v:.4f}" if v == v else "— (drawn, not tested)" for v in trace["p/q"]]
+            st.dataframe(trace, hide_index=True)
 
 # --- the derivation --------------------------------------------------------------------------------
 st.divider()

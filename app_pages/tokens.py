@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, position, speed, theory
+from specviz import InputError, figures, limits, links, position, presenter, results, speed, stats, theory
 
 S = "tokens."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -64,22 +65,55 @@ with right:
     try:
         with_bonus, without_bonus = measure(a, n, int(seed), True), measure(a, n, int(seed), False)
     except InputError as e:
-        st.error(str(e), icon=":material/error:")
+        st.error(links.error_text(e), icon=":material/error:")
         with_bonus = without_bonus = None
+    theory_with = [theory.expected_tokens(a, k) for k in K_RANGE]
+    theory_without = [theory.expected_tokens(a, k, bonus=False) for k in K_RANGE]
+
+    def points(m: speed.Measured | None, expected: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Means with their SEs; no error bar where the point cannot speak (too few rows)."""
+        if m is None:
+            return None
+        ok = [results.tokens_point(m.mean[i], m.se[i], m.n, expected[i]).conclusive for i in range(len(m.K))]
+        return m.mean, np.where(ok, m.se, np.nan)
+
     fig = figures.tokens_curve(
         list(K_RANGE),
-        [theory.expected_tokens(a, k) for k in K_RANGE],
-        [theory.expected_tokens(a, k, bonus=False) for k in K_RANGE],
-        measured=None if with_bonus is None else (with_bonus.mean, with_bonus.se),
-        measured_without=None if without_bonus is None else (without_bonus.mean, without_bonus.se),
+        theory_with,
+        theory_without,
+        measured=points(with_bonus, theory_with),
+        measured_without=points(without_bonus, theory_without),
         K_mark=K,
     )
-    st.plotly_chart(fig, key=S + "curve")
+    st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "curve")
     if with_bonus is not None:
+        t_with = results.tokens_point(with_bonus.mean[K], with_bonus.se[K], n, theory_with[K])
+        t_without = results.tokens_point(without_bonus.mean[K], without_bonus.se[K], n, theory_without[K])
         st.caption(
             f"Points: mean over {n:,} verifications each, error bars ±2 standard errors. At K = {K}: measured "
-            f"{with_bonus.mean[K]:.4f} ± {with_bonus.se[K]:.4f} with the bonus, "
-            f"{without_bonus.mean[K]:.4f} ± {without_bonus.se[K]:.4f} without."
+            f"{results.point_text(t_with)} with the bonus, {results.point_text(t_without)} without."
+        )
+        if not t_with.conclusive:
+            st.caption(
+                f"A point speaks only after {stats.MIN_ROUNDS} rows and when ±SE is small enough to see a shift "
+                f"of {stats.MIN_TOKENS:g} tokens with {t_with.power:.0%} probability; below that a standard "
+                "error of a few rows can read 0 and would be a false promise, so no error bar is drawn."
+            )
+        rows = results.tokens_rows(list(K_RANGE), a, with_bonus, without_bonus, theory_with, theory_without)
+        d1, d2 = st.columns(2)
+        d1.download_button(
+            "Download the points (CSV)",
+            results.to_csv(rows),
+            file_name=f"specviz-tokens-a{a:g}.csv",
+            mime="text/csv",
+            key=S + "download_csv",
+        )
+        d2.download_button(
+            "Download the points (JSON)",
+            results.to_json({"a": a, "rows_per_point": n, "seed": int(seed), "points": rows}),
+            file_name=f"specviz-tokens-a{a:g}.json",
+            mime="application/json",
+            key=S + "download_json",
         )
 
 st.divider()
@@ -89,7 +123,11 @@ ref = measure_reference(int(seed))
 r = st.columns(4)
 r[0].metric("p = [0.5, 0.3, 0.15, 0.05], q uniform: a", f"{ref_a:.2f}")
 r[1].metric(f"theory, K = {REFERENCE_K}", f"{theory.expected_tokens(ref_a, REFERENCE_K):.3f}")
-r[2].metric(f"measured ({REFERENCE_N:,} rows)", f"{ref.mean[0]:.3f} ± {ref.se[0]:.3f}")
+ref_point = results.tokens_point(ref.mean[0], ref.se[0], REFERENCE_N, theory.expected_tokens(ref_a, REFERENCE_K))
+r[2].metric(
+    f"measured ({REFERENCE_N:,} rows)",
+    f"{ref.mean[0]:.3f} ± {ref.se[0]:.3f}" if ref_point.conclusive else results.point_text(ref_point),
+)
 r[3].metric("without the bonus (theory)", f"{theory.expected_tokens(ref_a, REFERENCE_K, bonus=False):.3f}")
 
 st.divider()
@@ -107,8 +145,8 @@ with s1:
         "batching, KV-cache rollback and the draft model's prefill."
     )
 with s2:
-    st.plotly_chart(figures.speedup_curve(table.K, table.speedup, table.best_K), key=S + "speedup")
+    speedup_fig = figures.speedup_curve(table.K, table.speedup, table.best_K)
+    st.plotly_chart(presenter.chart(speedup_fig, st.session_state), key=S + "speedup")
 
-link = links.encode_params({"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}, PARAMS)
-if st.query_params.to_dict() != link:  # the address bar reproduces what is shown
-    st.query_params.from_dict(link)
+shown_settings = {"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}
+links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them

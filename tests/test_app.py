@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import batch_demo, position, prove, speed, theory
+from specviz import batch_demo, position, prove, results, speed, theory
 from specviz.bugs import BUGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +133,10 @@ def test_exact_presets_replace_the_table():
     at.selectbox(key="exact.preset").select("disjoint supports").run()
     assert metric(at, "acceptance rate a") == "0.0000"
     assert at.query_params["p"] == "0.5,0.5,0,0" and at.query_params["q"] == "0,0,0.5,0.5"
-    assert at.selectbox(key="exact.preset").value is None  # the loader resets; the table is the state
+    assert at.selectbox(key="exact.preset").value == "disjoint supports"  # the selector shows what is loaded
+    at.session_state["exact.table1"] = {"edited_rows": {0: {"p": 0.4}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert at.selectbox(key="exact.preset").value is None  # an edited table is your own, no preset
 
 
 def test_exact_sampling_overlays_samples_and_traces_one_verification():
@@ -145,7 +148,9 @@ def test_exact_sampling_overlays_samples_and_traces_one_verification():
     trace = at.dataframe[-1].value
     assert list(trace.columns) == ["step", "token", "p(x)", "q(x)", "p/q", "u", "outcome"]
     first = trace.iloc[0]
-    assert (first["outcome"] == "accepted") == (first["u"] < first["p/q"])
+    assert (first["outcome"] == "accepted") == (first["u"] < float(first["p/q"]))
+    assert "None" not in trace.astype(str).to_numpy().ravel().tolist()
+    assert trace.iloc[-1]["p/q"] == "— (drawn, not tested)"
     assert "100,001 rows" in " ".join(m.label for m in at.metric)
 
 
@@ -158,6 +163,93 @@ def test_exact_link_reproduces_the_demo_and_bad_values_are_noted():
     law = theory.position_law([0.1, 0.6, 0.1, 0.2], [0.4, 0.1, 0.4, 0.1], "unclamped_residual")
     assert metric(at, "TV(output law, p)") == f"{theory.total_variation(law, [0.1, 0.6, 0.1, 0.2]):.6f}"
     assert at.query_params == {**query, "K": "1"}  # the link now holds what is shown
+
+
+def plotly_array(v) -> np.ndarray:
+    """A trace array as Plotly serializes it: a list, or base64 bytes with a dtype."""
+    import base64
+
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v)
+
+
+def chart_spec(at: AppTest, index: int) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def test_exact_each_bug_shows_or_says_where_to_look():
+    """Issue 8: unclamped_residual shows TV 0 on the default preset; "show me" loads a setting where TV > 0."""
+    at = open_page("app_pages/exact.py", {"bug": "unclamped_residual"})
+    assert at.selectbox(key="exact.preset").value == "reference"
+    assert metric(at, "TV(output law, p)") == "0.000000"
+    assert "leaves the first token's law at p (TV 0)" in texts(at.warning)
+    at.button(key="exact.show_me").click().run()
+    where = position.show_me("unclamped_residual")
+    p, q = position.preset(where.preset)
+    tv = theory.total_variation(theory.position_law(p, q, "unclamped_residual", K=where.K), p)
+    assert tv > 0.05
+    assert metric(at, "TV(output law, p)") == f"{tv:.6f}"
+    assert at.selectbox(key="exact.preset").value == where.preset
+    assert at.slider(key="exact.K").value == where.K
+    assert "leaves the first token's law at p" not in texts(at.warning)
+
+
+def test_exact_count_after_rejection_show_me_raises_k():
+    at = open_page("app_pages/exact.py", {"bug": "count_after_rejection"})
+    assert metric(at, "TV(output law, p)") == "0.000000"  # K = 1: nothing after a rejection to keep
+    at.button(key="exact.show_me").click().run()
+    assert at.slider(key="exact.K").value > 1
+    assert float(metric(at, "TV(output law, p)")) > 0.05
+
+
+@pytest.mark.parametrize("bug", ["shared_uniform", "no_bonus", "wrong_bonus_row"])
+def test_exact_bugs_without_a_one_position_effect_link_to_the_bug_lab(bug):
+    at = open_page("app_pages/exact.py", {"bug": bug})
+    assert f"/bug-lab?bug={bug}" in texts(at.info)
+    links_ = [(e.proto.page, e.proto.query_string) for e in at.get("page_link")]
+    assert ("bug-lab", f"bug={bug}") in links_
+    assert not [b for b in at.button if b.key == "exact.show_me"]
+
+
+def test_exact_decomposition_chart_draws_q():
+    at = open_page("app_pages/exact.py", {"q": "0.1,0.2,0.3,0.4"})
+    spec = chart_spec(at, 0)
+    q_trace = [t for t in spec["data"] if t.get("name") == "draft q"]
+    assert len(q_trace) == 1
+    np.testing.assert_array_equal(plotly_array(q_trace[0]["y"]), [0.1, 0.2, 0.3, 0.4])
+
+
+def test_exact_text_entry_parses_and_says_what_it_did():
+    at = open_page("app_pages/exact.py")
+    at.text_input(key="exact.p_text").input("1e-3, 1/2 50%  0.02")
+    at.button(key="exact.use_text").click().run()
+    assert "p: read 4 values (1e-3 → 0.001; 1/2 → 0.5; 50% → 0.5); normalized: sum was 1.021" in texts(at.success)
+    assert at.query_params["p"] == "0.001,0.5,0.5,0.02" and at.query_params["q"] == "0.25,0.25,0.25,0.25"
+    d = np.array([0.001, 0.5, 0.5, 0.02]) / 1.021
+    assert metric(at, "acceptance rate a") == f"{theory.acceptance_rate(d, UNIFORM):.4f}"
+    at.text_input(key="exact.q_text").input("0.5, 1/0")
+    at.button(key="exact.use_text").click().run()
+    assert "q: expected numbers such as 0.25, 1/4, 25% or 2.5e-1" in texts(at.error)
+    assert at.query_params["q"] == "0.25,0.25,0.25,0.25"  # a bad text changes nothing
+
+
+def test_exact_one_sample_is_one_highlighted_token():
+    at = open_page("app_pages/exact.py")
+    at.button(key="exact.sample1").click().run()
+    law = chart_spec(at, 1)
+    names = [t.get("name") for t in law["data"]]
+    assert not any(n.startswith("sampled") for n in names)  # no histogram, no error bars
+    star = [t for t in law["data"] if t.get("name", "").startswith("one sample: token")]
+    token = int(star[0]["name"].rsplit(" ", 1)[1])
+    trace = at.dataframe[-1].value
+    first_token = trace.iloc[0]["token"] if trace.iloc[0]["outcome"] == "accepted" else trace.iloc[-1]["token"]
+    assert token == first_token
+    assert not [m for m in at.metric if m.label.startswith("TV(sampled")]
+    at.button(key="exact.sample1000").click().run()
+    assert "sampled (1,001 rows)" in [t.get("name") for t in chart_spec(at, 1)["data"]]
 
 
 # Batch
@@ -201,6 +293,32 @@ def test_batch_caps_huge_inputs_with_a_message():
         assert at.radio(key="batch.backend").value == "NumPy"
 
 
+def test_batch_switching_the_backend_keeps_the_results():
+    at = open_page("app_pages/batch.py", {"B": "12", "K": "3", "V": "10"})
+    at.button(key="batch.run").click().run()
+    shown = metric(at, "mean tokens per row")
+    at.radio(key="batch.backend").set_value("PyTorch CPU").run()
+    assert "click **Run batch**" not in texts(at.info)  # nothing thrown away
+    assert metric(at, "mean tokens per row") == shown
+    assert "Backend shown: PyTorch CPU." in texts(at.caption)
+    import torch
+
+    timings = at.dataframe[0].value
+    threads = dict(zip(timings["backend"], timings["torch threads"], strict=True))
+    assert threads["PyTorch CPU"] == str(torch.get_num_threads()) and threads["NumPy"] == ""
+    assert f"PyTorch CPU ran on {torch.get_num_threads()} torch thread" in texts(at.caption)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download this run (JSON)", "Download the first 12 rows (CSV)"]
+
+
+def test_batch_k_zero_defines_the_acceptance_rate():
+    at = open_page("app_pages/batch.py", {"B": "5", "K": "0", "V": "4"})
+    at.button(key="batch.run").click().run()
+    assert metric(at, "acceptance rate (accepted / tested)") == "—"
+    assert "No draft was tested" in texts(at.caption)
+    assert "nan" not in " ".join(m.value for m in at.metric).lower()
+
+
 # Bug lab
 
 
@@ -240,7 +358,7 @@ def test_bug_lab_no_bonus_is_caught_by_tokens_per_step():
     at = run_bug_lab(open_page("app_pages/bug_lab.py"), "no_bonus")
     assert metric(at, "joint test") == "pass"
     assert "Verdict: caught" in texts(at.success)
-    assert "tokens-per-step test fails" in texts(at.caption)
+    assert "The tokens-per-step test says fail" in texts(at.caption)
 
 
 def test_bug_lab_bug_moves_to_its_home_scenario_and_n_is_capped():
@@ -260,6 +378,49 @@ def test_bug_lab_link_reproduces_settings():
     assert "seed='abc' is not valid" in texts(at.warning)
     at.button(key="buglab.run").click().run()
     assert "Verdict: caught" in texts(at.success)
+
+
+@pytest.mark.parametrize("n", [1, 30])
+def test_bug_lab_a_powerless_run_is_inconclusive_not_pass_or_fail(n):
+    """Issue 7 item 9: N = 1 said "Verdict: pass" and N = 1-30 "FAIL" for the correct verifier."""
+    at = open_page("app_pages/bug_lab.py", {"n": str(n)})
+    at.button(key="buglab.run").click().run()
+    verdict = results.case_verdict(prove.run_case("reference", n=n, seed=0))
+    assert verdict.word == "inconclusive"
+    text = texts(at.warning)
+    assert f"Verdict: inconclusive: N = {n} is too small — need N ≥ {verdict.needed_n:,}" in text
+    assert "Verdict: pass" not in texts(at.success) and "FAIL" not in texts(at.error)
+    assert metric(at, "joint test") == "inconclusive"
+    assert metric(at, "detectable TV (99% power)") == "∞ (no power)"
+
+
+def test_bug_lab_every_verdict_says_what_it_could_have_seen():
+    at = open_page("app_pages/bug_lab.py")
+    at.button(key="buglab.run").click().run()
+    res = prove.run_case("reference", n=100_000, seed=0)
+    assert f"TV ≥ {res.joint.detectable_tv:.4f} with 99% probability" in texts(at.success)
+    run_bug_lab(at, "resample_from_p")
+    assert "Verdict: caught" in texts(at.success) and "TV ≥ " in texts(at.success)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download this run (JSON)", "Download the counts (CSV)"]
+
+
+def test_bug_lab_shared_uniform_lesson_says_what_each_test_sees():
+    """Issue 8: the lesson said only the joint test sees it while tokens per step failed at z = +50."""
+    at = run_bug_lab(open_page("app_pages/bug_lab.py"), "shared_uniform")
+    res = prove.run_case("reference", n=100_000, seed=0, bug=BUGS["shared_uniform"])
+    assert res.first_token.passed and not res.joint.passed and not res.tokens_passed  # what the run shows
+    assert metric(at, "tokens per step") == "fail"
+    lesson = texts(at.markdown)
+    seen = lesson.split("tests that see it: ")[1].split(";")[0]
+    assert "tokens per step" in seen and "joint law of 3 tokens" in seen and "first token" not in seen
+    assert "tests that miss it: first token only" in lesson
+    # the page's sentence "raises the tokens per step": one shared coin u accepts the first i drafts with
+    # probability E[min_j r_j] >= E[prod_j r_j], the lossless chance; the run agrees
+    assert res.tokens_measured > res.tokens_theory
+    assert f"measured {res.tokens_measured:.4f} against {res.tokens_theory:.4f} for a lossless rule (more)" in lesson
+    for t, c in enumerate(res.positions[1:], start=1):
+        assert metric(at, f"token {t + 1} on its own") == ("fail" if not c.passed else "pass")
 
 
 # Tokens per step
@@ -285,3 +446,30 @@ def test_tokens_page_bad_link_values_fall_back_with_a_note():
     assert "a='1.5' is not valid (expected a number in [0, 1]); using the default 0.7" in texts(at.warning)
     assert "Rows per point capped at 200,000" in texts(at.warning)
     assert at.slider(key="tokens.c").value == pytest.approx(0.3)
+
+
+def test_tokens_page_tiny_n_is_inconclusive_not_plus_minus_zero():
+    at = open_page("app_pages/tokens.py", {"n": "2"})
+    caption = texts(at.caption)
+    assert "± 0.0000" not in caption
+    assert "inconclusive: 2 rows is too few" in caption
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download the points (CSV)", "Download the points (JSON)"]
+    big = open_page("app_pages/tokens.py", {"n": "20000"})  # negative control: enough rows speak
+    assert "inconclusive" not in texts(big.caption) and " ± " in texts(big.caption)
+
+
+def test_home_numbers_are_the_computed_ones():
+    """Every number the home page states: the reference example's tokens, the exact page's sample sizes."""
+    at = open_page(None)
+    ref = theory.expected_tokens(theory.acceptance_rate(REF_P, UNIFORM), 3)
+    assert f"the {ref:.3f} tokens of the reference example" in texts(at.markdown)
+    sizes = ast.literal_eval(
+        next(
+            n.value
+            for n in ast.walk(ast.parse((ROOT / "app_pages/exact.py").read_text()))
+            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "SAMPLE_SIZES"
+        )
+    )
+    listed = ", ".join(f"{n:,}" for n in sizes[:-1]) + f" or {sizes[-1]:,}"
+    assert f"sample {listed} times" in texts(at.caption)
