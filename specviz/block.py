@@ -32,12 +32,14 @@ Q(x^i) = q_0(x_1) ... q_{i-1}(x_i) for the probability of a prefix under target 
 
 (1) The chance of keeping at least i drafts. Given the first i drafts x^i,
 Pr[tau >= i | x^i] = w_i. By induction from i = j down: at i = j, tau >= j iff eta_j < w_j.
-For i < j, tau >= i fails iff eta_i fails and tau < i + 1, so
-Pr[tau < i | x^i] = (1 - h_i) (1 - E[w_{i+1} | x^i]) by the induction hypothesis. Now
+For i < j, tau >= i fails iff eta_i fails and no later eta passes (tau < i + 1); eta_i is
+independent of everything after it, so Pr[tau < i | x^i] = (1 - h_i) (1 - E[w_{i+1} | x^i]) by
+the induction hypothesis. Now
 E[w_{i+1} | x^i] = sum_x q_i(x) min(1, w_i p_i(x) / q_i(x)) = sum_x min(q_i(x), w_i p_i(x))
 = w_i - m_i (min(a, b) = b - max(0, b - a), summed; tokens with q_i(x) = 0 add 0 on both sides).
 With 1 - h_i = (1 - w_i) / (m_i + 1 - w_i) the product is 1 - w_i. In the 0/0 case
-(w_i = 1, m_i = 0) the second factor 1 - E[w_{i+1}] is 0, so any h_i would do.
+(w_i = 1, m_i = 0) the second factor 1 - E[w_{i+1} | x^i] = 1 - w_i + m_i is 0, so any h_i
+would do. (Drafts with q = 0 are never drawn, so their convention w = 0 does not enter.)
 
 (2) The chance of stopping at exactly i with prefix x^i, from (1):
 Pr[X^i = x^i, tau = i] = Q(x^i) (w_i - E[w_{i+1} | x^i]) = Q(x^i) m_i for i < j, and Q(x^j) w_j
@@ -63,7 +65,9 @@ p = (1/3, 2/3), q = (2/3, 1/3), j = 2) block verification keeps 11/9 drafts, the
 The extra token is drawn by inverse CDF from one uniform on integer weights (each weight
 floored to a multiple of 2^-58 and summed exactly), so NumPy and torch return identical tokens
 for the same uniforms; the masses m_i are those same integer sums, so the thresholds agree too.
-The law moves by at most V * 2^-58 in total variation (4.5e-13 at V = 128256).
+Flooring moves each m_i by at most V * 2^-58, which moves Pr[tau = i] by at most as much
+(the h_i it enters is multiplied by m_i + 1 - w_i, the chance that no later draft passes), so
+the law moves by about (K + 1) V 2^-58 in total variation (4.5e-13 per position at V = 128256).
 """
 
 from __future__ import annotations
@@ -289,10 +293,11 @@ def prepare(
         check.check_float("draft_probs", Q, ops)
     if validate:
         check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
+        full = B == 0 or ops.scalar(j.min()) == K  # every row reads every position: no gather
         pos1 = ops.arange(K + 1)
-        check.check_prob_rows("target_probs", T[pos1[None, :] <= j[:, None]], ops)  # (rows read, V)
+        check.check_prob_rows("target_probs", T if full else T[pos1[None, :] <= j[:, None]], ops)  # (rows read, V)
         if Q is not None:
-            check.check_prob_rows("draft_probs", Q[valid], ops)
+            check.check_prob_rows("draft_probs", Q if full else Q[valid], ops)
     xs = ops.where(valid, x, 0)  # (B, K)
     return Batch(ops, T, Q, xs, j, valid, B, K, V)
 
@@ -350,26 +355,25 @@ def _arg(ops: Ops, x: Any, name: str) -> Array:
         raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
 
 
-def _row(batch: Batch, table: Array, b: Array, pos: Array, mask: Array) -> Array:
-    """(R, V) float64 rows table[b, pos], zero where mask is False (unread rows may be NaN)."""
-    ops = batch.ops
-    return ops.where(mask[:, None], ops.to_float64(table[b, pos]), 0.0)
+def _rows(ops: Ops, rows: Array, mask: Array) -> Array:
+    """(R, V) float64 copy of rows, zero where mask (R,) is False (unread rows may be NaN)."""
+    rows = ops.to_float64(rows)
+    return rows if bool(mask.all()) else ops.where(mask[:, None], rows, 0.0)
 
 
-def _residual(batch: Batch, w: Array, b: Array, pos: Array, mask: Array) -> Array:
-    """(R, V) float64 max(0, w p_pos - q_pos) for rows b at positions pos < num_draft[b].
+def _residual(ops: Ops, w: Array, p: Array, q: Array | None, x: Array, mask: Array) -> Array:
+    """(R, V) float64 max(0, w p - q) for rows p (R, V), q (R, V) or None (one-hot on x (R,)).
 
-    The one formula both the masses and the draw use, so they see the same floats.
+    The one formula both the masses and the draw use, so they see the same floats. Rows where
+    mask is False come out 0.
     """
-    ops = batch.ops
-    p = _row(batch, batch.target, b, pos, mask)  # (R, V)
-    r = w[:, None] * p
-    if batch.draft is None:  # one-hot q on the drafted token
-        cols = ops.arange(batch.V)[None, :]
-        r = r - ops.to_float64(cols == batch.tokens[b, pos][:, None])
+    r = _rows(ops, p, mask) * w[:, None]  # (R, V)
+    if q is None:  # one-hot q on the drafted token
+        at = ops.nonzero(mask)
+        r[at, x[at]] = r[at, x[at]] - 1.0
     else:
-        r = r - _row(batch, batch.draft, b, pos, mask)
-    return ops.where(r > 0, r, 0.0)
+        r = r - _rows(ops, q, mask)
+    return ops.clamp_min0(r)
 
 
 def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array, Array]:
@@ -392,8 +396,9 @@ def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array,
         prod[:, k + 1] = ops.where(valid[:, k], t, prod[:, k])
     M = ops.full((B, K), 0, np.int64)  # (B, K) integer masses
     for k in range(K):
-        kk = ops.full((B,), k, np.int64)
-        M[:, k] = quantize(ops, _residual(batch, w[:, k], ar, kk, valid[:, k]), validate).sum(-1)
+        q = None if batch.draft is None else batch.draft[:, k]
+        r = _residual(ops, w[:, k], batch.target[:, k], q, xs[:, k], valid[:, k])  # (B, V)
+        M[:, k] = quantize(ops, r, validate).sum(-1)
     m = ops.to_float64(M) / QUANT  # (B, K)
     den = m + (1.0 - w[:, :K])
     h = ops.where(den > 0, m / ops.where(den > 0, den, 1.0), 1.0)  # (B, K) h_i at column i
@@ -422,9 +427,12 @@ def _verify(batch: Batch, ua: Array, us: Array, last: Last, validate: bool) -> V
     m_tau = m[ar, ops.where(bonus, 0, tau)] if K else ops.full((B,), 0.0, np.float64)
     use_res = ~bonus & (m_tau > 0)  # (B,) residual rows; the others draw from p_tau
     tau_q = ops.where(bonus, 0, tau)  # (B,) a safe draft position for the residual formula
-    res = _residual(batch, w[ar, tau_q], ar, tau_q, use_res) if K else None
-    p = _row(batch, batch.target, ar, tau, ops.full((B,), True, bool))  # (B, V) p_tau
-    weights = p if res is None else ops.where(use_res[:, None], res, p)
+    p = ops.to_float64(batch.target[ar, tau])  # (B, V) p_tau
+    weights = p
+    if K and bool(use_res.any()):
+        q = None if batch.draft is None else batch.draft[ar, tau_q]
+        res = _residual(ops, w[ar, tau_q], batch.target[ar, tau_q], q, batch.tokens[ar, tau_q], use_res)
+        weights = ops.where(use_res[:, None], res, p)
     token = inverse_cdf(ops, weights, us, validate)  # (B,)
 
     x = ops.where(valid, batch.tokens, PAD_TOKEN)
