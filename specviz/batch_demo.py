@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .errors import InputError
-from .limits import MAX_BATCH_ELEMENTS, cap
+from .limits import MAX_BATCH_ELEMENTS, MAX_BATCH_ROWS, cap
 from .simulate import sample_rows
 from .verify import Uniforms, Verification, verify
 
@@ -36,10 +36,14 @@ class BatchSize(NamedTuple):
 
 
 def cap_batch(B: int, K: int, V: int) -> BatchSize:
-    """Lower V, then B, so that B*(K+1)*V stays within :data:`~specviz.limits.MAX_BATCH_ELEMENTS`."""
+    """Lower V, then B, so that B*(K+1)*V <= MAX_BATCH_ELEMENTS and B <= MAX_BATCH_ROWS (specviz.limits)."""
     why = f"B·(K+1)·V is limited to {MAX_BATCH_ELEMENTS:,} elements per tensor (memory, and a click that answers fast)"
     v = cap(V, max(MAX_BATCH_ELEMENTS // (K + 1), 1), "V", why)
-    b = cap(B, max(MAX_BATCH_ELEMENTS // ((K + 1) * v.value), 1), "B", why)
+    rows = min(max(MAX_BATCH_ELEMENTS // ((K + 1) * v.value), 1), MAX_BATCH_ROWS)
+    rows_why = (
+        why if rows < MAX_BATCH_ROWS else f"B is limited to {MAX_BATCH_ROWS:,} rows (every timed call pays per row)"
+    )
+    b = cap(B, rows, "B", rows_why)
     return BatchSize(b.value, v.value, [n for n in (v.note, b.note) if n])
 
 
@@ -96,8 +100,12 @@ def make_batch(
     """
     if B < 1 or K < 0 or V < 1:
         raise InputError("batch", "B >= 1, K >= 0, V >= 1", f"B = {B}, K = {K}, V = {V}")
-    if B * (K + 1) * V > MAX_BATCH_ELEMENTS:
-        raise InputError("batch", f"B·(K+1)·V <= {MAX_BATCH_ELEMENTS:,}", f"{B * (K + 1) * V:,}")
+    if B * (K + 1) * V > MAX_BATCH_ELEMENTS or B > MAX_BATCH_ROWS:
+        raise InputError(
+            "batch",
+            f"B <= {MAX_BATCH_ROWS:,} and B·(K+1)·V <= {MAX_BATCH_ELEMENTS:,}",
+            f"B = {B:,}, {B * (K + 1) * V:,}",
+        )
     j = np.asarray(num_draft, dtype=np.int64)
     if j.shape != (B,) or (j.size and (j.min() < 0 or j.max() > K)):
         raise InputError("num_draft", f"(B,) = ({B},) counts in [0, {K}]", f"{j.tolist()[:8]}")

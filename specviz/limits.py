@@ -10,7 +10,13 @@ from typing import NamedTuple
 
 MAX_TABLE_V = 64  # rows of the editable p/q table: more is unreadable on a projector
 MAX_POSITION_K = 8  # drafts per row on the one-position page
-MAX_BATCH_ELEMENTS = 20_000_000  # B*(K+1)*V: 80 MB per float32 tensor, a few seconds to generate
+# Batch page, per click. The click builds p and q (float32, B*(K+1)*V and B*K*V), verifies them
+# once, then times every backend (a reference run, a warm-up and >= 3 repeats each), so its cost
+# grows with the elements (memory, generation) and with the rows (per-row work in every call).
+# B = 20,000,000 rows at V = 1 took 85-134 s and 6 GB; at these caps a click takes about 1-2 s on
+# one quiet core and peaks near 0.4 GB (benchmarks/load.py --batch-cap measures it).
+MAX_BATCH_ELEMENTS = 4_000_000  # B*(K+1)*V: 16 MB per float32 tensor
+MAX_BATCH_ROWS = 10_000  # B: every timed call pays per row; the results a page caches are per row
 MAX_PROVE_N = 1_000_000  # sequences in one Bug-lab test: ~3 s on a laptop core
 MAX_TOKENS_N = 200_000  # rows per measured point on the tokens page (17 points, two verifiers)
 
