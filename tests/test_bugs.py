@@ -25,7 +25,7 @@ def exact_tv(bug_name, chains, num_draft=2, K=2):
     target, draft = chains
     bug = BUGS[bug_name]
     drafter = Drafter(draft, bug.drafter_mode or "sample")
-    law = verifier_law(bug.verifier, target, drafter, L=3, num_draft=num_draft, K=K, refine=True)
+    law = verifier_law(bug.verifier, target, drafter, L=3, num_draft=num_draft, K=K).law
     assert abs(law.sum() - 1) < TOL
     return 0.5 * np.abs(law - target.joint_law(3)).sum()
 
@@ -40,7 +40,7 @@ def test_every_distribution_changing_bug_fails_its_exact_check(chains, name):
 def test_correct_verifier_and_no_bonus_are_exact(chains):
     target, draft = chains
     for fn in (verify, BUGS["no_bonus"].verifier):
-        law = verifier_law(fn, target, Drafter(draft), L=3, num_draft=2, refine=True)
+        law = verifier_law(fn, target, Drafter(draft), L=3, num_draft=2).law
         assert np.abs(law - target.joint_law(3)).max() < TOL
 
 
