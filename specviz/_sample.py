@@ -7,18 +7,31 @@ mass) or the residual max(0, p - q) (after a rejection; p without the drafted to
 deterministic drafter). The token is the first index whose running weight exceeds
 ``u * total``.
 
-Two choices make this fast and reproducible:
+Three choices make this fast, reproducible and safe:
 
-- **Integer weights.** Each weight is floored to a multiple of 2^-58 (``QUANT``) and held as
-  an int64. Sums of integers do not depend on the order of addition, so NumPy, torch on the
-  CPU and torch on CUDA produce bit-identical tokens whatever their reduction kernels do.
-  The cost is a token whose weight is below 3.5e-18 is never drawn, and the law moves by at
-  most V * 2^-58 in total variation (4.5e-13 at V = 128256); float32 probabilities are
-  themselves only good to about 6e-8. Rows must sum to less than 16 (probabilities sum to 1).
-- **Two levels.** The weights are summed per block of ``BLOCK`` tokens, a chunk of columns
-  at a time so the work stays in cache; the running sum over blocks picks the block, and
-  only that block's ``BLOCK`` weights are summed again to pick the token. Each probability
-  is read from memory once, plus one block per row.
+- **Exact weights.** Each weight w is floored to a multiple of 2^-48 (``GRID``): the weight
+  is the integer floor(w * 2^48), held in the inputs' float type (a power-of-two scaling and
+  a floor are exact in float32 and float64) and summed in float64. A row whose weights sum
+  to less than 16 has an integer total below 2^52, so every partial sum is an exact float64
+  integer whatever the order of addition: NumPy, torch on the CPU and torch on CUDA return
+  bit-identical tokens whatever their reduction kernels do. The cost: a token whose weight
+  is below 2^-48 (3.6e-15) is never drawn, and the law moves by at most V * 2^-48 in total
+  variation (4.6e-10 at V = 128256). We chose 2^-48 over a finer integer grid (2^-58 in
+  int64) because float32 probabilities are themselves only good to about 6e-8 relative and
+  rows are accepted with a sum error of 1e-4, five orders above the bound; because a NaN or
+  an infinity stays NaN or infinite through float sums (an int64 cast turns NaN into
+  INT64_MIN, and 256 of those sum to 0); and because it is faster (no int64 conversion).
+- **A guard that cannot be skipped.** A row whose total is not finite or reaches 2^52, or
+  whose weights come from p alone and hold a NaN, an infinity or a negative entry, raises
+  :class:`~specviz.errors.InputError`, with ``validate=False`` too: such a row would make the
+  token depend on the library's summation order, or be garbage.
+- **Two levels, one read.** The weights are summed per block of ``BLOCK`` tokens; the
+  running sum over blocks picks the block, and only that block's weights are computed again
+  to pick the token. At large V each row is processed alone, through views of the inputs
+  and one reused buffer (no gathered copy, no page faults), so its bytes are read from memory
+  once and every later pass runs in cache; at small V the rows are gathered and processed
+  together, a chunk of columns at a time. With ``validate=True`` the checks on the rows read
+  here ride on the same pass (see :func:`draw`).
 """
 
 from __future__ import annotations
@@ -27,12 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from . import _validate as check
 from .errors import InputError
 
 Array = Any
 
-QUANT = 2.0**58  # weights are floored to multiples of 1 / QUANT
+GRID = 2.0**48  # weights are floor(w * GRID): exact integers held in floats
+MAX_TOTAL = 2.0**52  # = 16 * GRID: a row total below it keeps every partial sum exact in float64
 BLOCK = 256  # tokens per block of the two-level search (V itself when smaller)
+ROW_LOOP_V = 8192  # on the CPU, from this V on each row is processed alone through views
 
 
 def draw(
@@ -44,83 +60,203 @@ def draw(
     residual: Array,
     u: Array,
     V: int,
+    validate: bool = False,
 ) -> Array:
     """One token per row (B,).
 
     ``P``/``Q``: row accessors (``specviz.verify._Rows``; Q None for a deterministic drafter).
     ``xs`` (B, K) draft tokens, ``sp`` (B,) the position each row draws at, ``residual`` (B,)
     bool: draw from the residual at that position rather than from p; ``u`` (B,) uniforms.
+
+    With ``validate``, every full row read here is checked as it is read: each entry finite
+    and in [0, 1] (one max over the entries' bit patterns), and the row summing to 1 within
+    :func:`specviz._validate.sum_atol` (a row drawn from p: its integer total, which is its sum
+    to within V * 2^-48; a residual row: the sums of its p and q rows, taken in cache).
     """
     B = int(sp.shape[0])
     ar = ops.arange(B)
     bs = min(BLOCK, V)
-    # Rows drawing from p and rows drawing from the residual are handled as two dense groups.
+    nb = -(-V // bs)
     groups = [(ops.nonzero(~residual), False), (ops.nonzero(residual), True)]
-    S = ops.full((B, -(-V // bs)), 0, np.int64)  # (B, nb) weight of each block
+    S = ops.full((B, nb), 0.0, np.float64)  # (B, nb) weight of each block
     for rows, use_res in groups:
         if int(rows.shape[0]):
-            S[rows] = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs)
+            S[rows] = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs, validate)
     total = S.sum(-1)  # (B,) exact
     empty = ops.nonzero(total <= 0)  # no residual mass (p == q up to rounding): draw from p
     if int(empty.shape[0]):
-        S[empty] = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs)
+        S[empty] = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs, validate)
         residual = residual & (total > 0)
         groups = [(ops.nonzero(~residual), False), (ops.nonzero(residual), True)]
         total = S.sum(-1)
-    C = ops.cumsum_int(S)  # (B, nb) running weight at the end of each block
-    thr = ops.floor_int(u * ops.to_float64(total))  # (B,) in [0, total)
-    thr = ops.where(thr < total, thr, total - 1)  # float rounding of total may reach it
+    C = ops.cumsum64(S)  # (B, nb) running weight at the end of each block: exact integers
+    thr = ops.floor64(u * total)  # (B,) in [0, total)
+    thr = ops.where(thr < total, thr, total - 1)  # float rounding of u * total may reach it
     blk = ops.count_le(C, thr)  # (B,) first block whose running weight exceeds thr
-    before = ops.where(blk > 0, C[ar, ops.where(blk > 0, blk - 1, 0)], 0)  # (B,) weight before it
+    before = ops.where(blk > 0, C[ar, ops.where(blk > 0, blk - 1, 0)], 0.0)  # (B,) weight before it
     cols = blk[:, None] * bs + ops.arange(bs)[None, :]  # (B, bs)
-    w = ops.full((B, bs), 0, np.int64)
+    w = ops.full((B, bs), 0.0, np.float64)
     for rows, use_res in groups:
         if int(rows.shape[0]):
-            w[rows] = _weights(ops, P, Q, xs, rows, sp[rows], use_res, cols[rows], V)
-    inner = ops.count_le(ops.cumsum_int(w), thr - before)  # (B,) index inside the block
+            w[rows] = ops.to_float64(_block_weights(ops, P, Q, xs, rows, sp[rows], use_res, cols[rows], V))
+    inner = ops.count_le(ops.cumsum64(w), thr - before)  # (B,) index inside the block
     return blk * bs + inner
 
 
-def _weights(ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, cols: Any, V: int) -> Array:
-    """Integer weights (R, C) of rows b at positions sp, for a column slice or index array.
+def _quantized(ops: Any, w: Array, q: Array | None, drop: Any, out: Array | None) -> Array:
+    """floor(GRID * weight) for (R, C) rows ``w`` of p: max(0, p - q) when ``q`` is given.
 
-    ``cols`` is a ``slice`` (the block-sum pass) or an (R, C) index array (the chosen blocks;
-    columns >= V get weight 0). The same elementwise float operations run in both cases,
-    so the two levels agree exactly.
+    ``drop``: None, or (rows, cols) entries to zero (the drafted token of a one-hot q).
+    ``out``: a buffer to write into, or None to work in place on ``w`` (then a private copy).
+    The same elementwise float operations run at both levels of the search, so they agree.
     """
-    sliced = isinstance(cols, slice)
-    safe = cols if sliced else ops.where(cols < V, cols, V - 1)
-    w = ops.upcast_half(P.cols(b, sp, safe, ops) if sliced else P.at(b[:, None], sp[:, None], safe))
+    if out is None:
+        out = w
+    if q is not None:
+        ops.sub_clamp0_into(out, w, q)  # max(0, p - q), q in the weights' dtype first
+    elif out is not w:
+        ops.copy_into(out, w)
+    if drop is not None:
+        out[drop] = 0
+    return ops.quantize_(out, GRID)
+
+
+def _block_weights(
+    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, cols: Array, V: int
+) -> Array:
+    """(R, bs) weights of rows b at positions sp for an (R, bs) index array (0 past V)."""
+    safe = ops.where(cols < V, cols, V - 1)
+    w = ops.upcast_half(P.at(b[:, None], sp[:, None], safe))
+    q = None
     if use_res and Q is None:  # one-hot q: the residual is p with the drafted token removed
-        x = xs[b, sp]  # (R,)
-        if sliced:
-            x_col = x - cols.start
-            hit = ops.nonzero((x_col >= 0) & (x_col < int(w.shape[1])))
-            w[hit, x_col[hit]] = 0
-        else:
-            w = ops.where(cols == x[:, None], 0, w)
+        w = ops.where(cols == xs[b, sp][:, None], 0, w)
     elif use_res:
-        q = Q.cols(b, sp, safe, ops) if sliced else Q.at(b[:, None], sp[:, None], safe)
-        w = ops.sub_clamp0_(w, ops.upcast_half(q))  # max(0, p - q), in place
-    if not sliced:
-        w = ops.where(cols < V, w, 0)
-    return ops.quantize(w, QUANT)
+        q = Q.at(b[:, None], sp[:, None], safe)
+    w = _quantized(ops, w, q, None, None)
+    return ops.where(cols < V, w, 0)
 
 
-def _block_sums(ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int) -> Array:
-    """(R, ceil(V / bs)) int64 weight of each block of bs tokens, computed chunk by chunk."""
+class _Checks:
+    """Per-row facts gathered during the block-sum pass, judged once at its end."""
+
+    def __init__(self, ops: Any, R: int, sums: bool) -> None:
+        self.p_bad = ops.full((R,), False, bool)  # an entry of p outside [+0, 1] or not finite
+        self.q_bad = ops.full((R,), False, bool) if sums else None
+        self.p_sum = ops.full((R,), 0.0, np.float64) if sums else None
+        self.q_sum = ops.full((R,), 0.0, np.float64) if sums else None
+
+
+def _block_sums(
+    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, validate: bool
+) -> Array:
+    """(R, ceil(V / bs)) float64 weight of each block of bs tokens, with the row checks."""
     R = int(b.shape[0])
-    S = ops.full((R, -(-V // bs)), 0, np.int64)
-    step = V if ops.device_type == "cuda" else max(bs, ops.chunk_elems // R // bs * bs)
-    for c0 in range(0, V, step):  # a few dozen chunks, each vectorized over rows and columns
-        c1 = min(c0 + step, V)
-        wq = _weights(ops, P, Q, xs, b, sp, use_res, slice(c0, c1), V)  # (R, c1 - c0)
-        full = (c1 - c0) // bs * bs
-        S[:, c0 // bs : (c0 + full) // bs] = wq[:, :full].reshape(R, -1, bs).sum(-1)
-        if full < c1 - c0:  # the tail block of the vocabulary
-            S[:, -1] = wq[:, full:].sum(-1)
-    # A weight of 16 or more (or an overflowing sum) is no probability: validate=False let it in.
-    if R and (ops.scalar(S.min()) < 0 or ops.scalar(ops.to_float64(S).sum(-1).max()) >= 16 * QUANT):
+    S = ops.full((R, -(-V // bs)), 0.0, np.float64)
+    sampled_res = use_res and Q is not None
+    # Weights from p alone must be finite and non-negative (checked even with validate=False);
+    # residual weights max(0, p - q) are never negative, and a NaN or infinity shows in the total.
+    bits = validate or not sampled_res
+    chk = _Checks(ops, R, validate and sampled_res)
+    if ops.device_type == "cpu" and V >= ROW_LOOP_V:
+        _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
+    else:
+        _chunk_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
+    total = S.sum(-1)  # (R,)
+    # Precise checks (and a message naming the argument) only where the fast ones failed.
+    if bits and bool(chk.p_bad.any()):
+        _precise(ops, P, b, sp, chk.p_bad, "target_probs")
+    if chk.q_bad is not None and bool(chk.q_bad.any()):
+        _precise(ops, Q, b, sp, chk.q_bad, "draft_probs")
+    over = ~(total < MAX_TOTAL)  # NaN, infinite, or too large for exact sums
+    if R and bool(over.any()):
+        _precise(ops, P, b, sp, over, "target_probs")
+        if sampled_res:
+            _precise(ops, Q, b, sp, over, "draft_probs")
         raise InputError("target_probs", "probability rows (each summing to less than 16)",
-                         "values too large or not finite (validate=False skipped the checks)")  # fmt: skip
+                         "a row whose weights sum to 16 or more")  # fmt: skip
+    if validate:
+        if sampled_res:
+            _check_sums(ops, "target_probs", chk.p_sum, P.table)
+            _check_sums(ops, "draft_probs", chk.q_sum, Q.table)
+        elif not use_res:  # the integer total is the row's sum to within V * 2^-48
+            _check_sums(ops, "target_probs", total / GRID, P.table)
     return S
+
+
+def _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
+    """Each row alone: views of its p (and q) row, one reused buffer, every pass in cache."""
+    bl, sl = ops.tolist(b), ops.tolist(sp)
+    buf = ops.empty((V,), ops.compute_dtype(P.table))
+    drop_tok = ops.tolist(xs[b, sp]) if use_res and Q is None else None
+    sums = chk.q_bad is not None
+    p_stats, q_stats, p_sums, q_sums = [], [], [], []  # per row, judged after the loop
+    for r, (bb, ss) in enumerate(zip(bl, sl, strict=True)):
+        p = P.row(bb, ss)  # (V,) a view
+        q = Q.row(bb, ss) if use_res and Q is not None else None
+        if bits:
+            p_stats.append(ops.unit_stat(p))
+        if sums:
+            q_stats.append(ops.unit_stat(q))
+            p_sums.append(ops.sum_all(p))
+            q_sums.append(ops.sum_all(q))
+        drop = None
+        if drop_tok is not None and 0 <= drop_tok[r] < V:
+            drop = drop_tok[r]
+        ops.block_sums_into(S[r], _quantized(ops, p, q, drop, buf), bs)
+    if bits:
+        chk.p_bad = ops.unit_bad(p_stats, P.table)
+    if sums:
+        chk.q_bad = ops.unit_bad(q_stats, Q.table)
+        chk.p_sum, chk.q_sum = ops.stack64(p_sums), ops.stack64(q_sums)
+
+
+def _chunk_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
+    """All rows together, gathered a chunk of columns at a time (small V, or CUDA)."""
+    R = int(b.shape[0])
+    step = V if ops.device_type != "cpu" else max(bs, ops.chunk_elems // R // bs * bs)
+    x = xs[b, sp] if use_res and Q is None else None  # (R,) drafted tokens to remove
+    for c0 in range(0, V, step):  # a few chunks, each vectorized over rows and columns
+        c1 = min(c0 + step, V)
+        p = ops.upcast_half(P.cols(b, sp, slice(c0, c1), ops))  # (R, c1 - c0) private copy
+        q = None
+        if use_res and Q is not None:
+            q = Q.cols(b, sp, slice(c0, c1), ops)
+        if bits:
+            chk.p_bad |= ops.outside_unit_rows(p)
+        if chk.q_bad is not None:
+            chk.q_bad |= ops.outside_unit_rows(q)
+            chk.p_sum += ops.to_float64(ops.sum_rows(p))
+            chk.q_sum += ops.to_float64(ops.sum_rows(q))
+        drop = None
+        if x is not None:
+            x_col = x - c0
+            hit = ops.nonzero((x_col >= 0) & (x_col < c1 - c0))
+            drop = (hit, x_col[hit])
+        w = _quantized(ops, p, q, drop, None)
+        S[:, c0 // bs : -(-c1 // bs)] = ops.block_sums(w, bs)
+
+
+def _precise(ops: Any, rows: Any, b: Array, sp: Array, flagged: Array, name: str) -> None:
+    """Re-read the flagged rows: raise for a NaN, an infinity or a negative entry."""
+    idx = ops.nonzero(flagged)
+    for i in ops.tolist(idx):
+        row = rows.row(int(b[i]), int(sp[i]))
+        if not ops.isfinite_all(row):
+            raise InputError(name, "finite probabilities", "NaN or infinite entries")
+        lo = ops.scalar(row.min())
+        if lo < 0:
+            raise InputError(name, "non-negative probabilities", f"minimum {lo:.6g}")
+
+
+def _check_sums(ops: Any, name: str, sums: Array, table: Array) -> None:
+    if int(sums.shape[0]) == 0:
+        return
+    err = abs(sums - 1.0)
+    worst = int(ops.argmax_last(err))
+    tol = check.sum_atol(table)
+    if ops.scalar(err[worst]) > tol:
+        raise InputError(
+            name,
+            f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
+            f"a row summing to {ops.scalar(sums[worst]):.6g}",
+        )

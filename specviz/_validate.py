@@ -92,3 +92,16 @@ def check_uniforms(name: str, u: Any, ops: Any) -> None:
     lo, hi = ops.scalar(u.min()), ops.scalar(u.max())
     if lo < 0 or hi >= 1:
         raise InputError(name, "uniforms in [0, 1)", f"range [{lo:.6g}, {hi:.6g}]")
+
+
+def check_probes(name: str, values: Any, ops: Any) -> None:
+    """Probabilities read one at a time (p(x), q(x) at draft positions): finite, in [0, 1]."""
+    if _size(values) == 0:
+        return
+    if not ops.isfinite_all(values):
+        raise InputError(name, "finite probabilities", "NaN or infinite entries")
+    lo, hi = ops.scalar(values.min()), ops.scalar(values.max())
+    if lo < 0:
+        raise InputError(name, "non-negative probabilities", f"minimum {lo:.6g}")
+    if hi > 1:
+        raise InputError(name, "probabilities at most 1", f"{hi:.6g} at a drafted token")

@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+_ONE_BITS_32 = 0x3F800000  # bit pattern of float32 1.0: [+0, 1] is exactly bits 0 .. this
+_ONE_BITS_64 = 0x3FF0000000000000  # the same for float64
+
 
 def is_torch(x: Any) -> bool:
     """True for a ``torch.Tensor`` (without importing torch when it is not loaded)."""
@@ -29,6 +32,9 @@ class NumpyOps:
 
     def __init__(self) -> None:
         self.device = None
+        self._zero_rows: dict = {}  # reusable buffers of one verify call
+        self._scratch64: np.ndarray | None = None
+        self._ones_row: np.ndarray | None = None
 
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
@@ -75,15 +81,109 @@ class NumpyOps:
     def upcast_half(self, w: np.ndarray) -> np.ndarray:
         return w.astype(np.float32) if w.dtype == np.float16 else w
 
-    def sub_clamp0_(self, w: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """max(0, w - q) into w (q converted to w's dtype first, as torch does)."""
-        np.subtract(w, q.astype(w.dtype, copy=False), out=w)
-        return np.maximum(w, 0, out=w)
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.empty(shape, dtype=dtype)
 
-    def quantize(self, w: np.ndarray, scale: float) -> np.ndarray:
-        """Floor non-negative weights to multiples of 1/scale, as int64 (scale a power of 2)."""
-        with np.errstate(invalid="ignore", over="ignore"):  # overflow is caught by the caller
-            return np.multiply(w, scale, out=w).astype(np.int64)
+    def compute_dtype(self, x: np.ndarray) -> Any:
+        """The dtype weights are computed in: float32 for half precision, else the input's."""
+        return np.float32 if x.dtype == np.float16 else x.dtype
+
+    def tolist(self, x: np.ndarray) -> list:
+        return np.asarray(x).tolist()
+
+    def copy_into(self, out: np.ndarray, w: np.ndarray) -> None:
+        np.copyto(out, w, casting="unsafe")
+
+    def sub_clamp0_into(self, out: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """out = max(0, w - q), computed in out's dtype (w and q converted to it first, as torch does)."""
+        if w.dtype != out.dtype:
+            np.copyto(out, w, casting="unsafe")
+            w = out
+        np.subtract(w, q.astype(out.dtype, copy=False), out=out)
+        # A zeros row, not the scalar 0: NumPy's SIMD maximum loop needs a contiguous operand
+        # (the scalar form runs about 5x slower). np.maximum keeps NaN, so the guard sees it.
+        return np.maximum(out, self._zeros(out.shape[-1], out.dtype), out=out)
+
+    def _zeros(self, n: int, dtype: Any) -> np.ndarray:
+        z = self._zero_rows.get(dtype)
+        if z is None or z.shape[0] < n:
+            z = self._zero_rows[dtype] = np.zeros(n, dtype=dtype)
+        return z[:n]
+
+    def quantize_(self, w: np.ndarray, scale: float) -> np.ndarray:
+        """floor(w * scale) in place (scale a power of 2: both steps are exact)."""
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and overflow are caught by the caller
+            np.multiply(w, scale, out=w)
+            return np.floor(w, out=w)
+
+    def block_sums(self, w: np.ndarray, bs: int) -> np.ndarray:
+        """(R, C) integer-valued floats -> (R, ceil(C / bs)) float64 sums of blocks of bs columns."""
+        R, C = w.shape
+        full = C // bs * bs
+        out = np.empty((R, -(-C // bs)), dtype=np.float64)
+        out[:, : full // bs] = w[:, :full].reshape(R, -1, bs).sum(-1, dtype=np.float64)
+        if full < C:  # the tail block of the vocabulary
+            out[:, -1] = w[:, full:].sum(-1, dtype=np.float64)
+        return out
+
+    def floor64(self, x: np.ndarray) -> np.ndarray:
+        return np.floor(x)
+
+    def outside_unit_rows(self, x: np.ndarray) -> np.ndarray:
+        """(R, C) -> (R,) True where some entry is not in [+0, 1] (NaN, infinite, negative, -0.0, > 1).
+
+        One max over the bit patterns: non-negative floats are ordered like their bits, and a
+        sign bit makes the unsigned pattern larger than that of 1.0. -0.0 is flagged too; the
+        caller's precise check lets it through.
+        """
+        if x.dtype == np.float16:
+            x = x.astype(np.float32)
+        if x.dtype == np.float32:
+            return x.view(np.uint32).max(-1) > _ONE_BITS_32
+        return x.astype(np.float64, copy=False).view(np.uint64).max(-1) > _ONE_BITS_64
+
+    def unit_stat(self, x: np.ndarray) -> Any:
+        """A cheap per-row statistic for :meth:`unit_bad` (here: the largest bit pattern)."""
+        if x.dtype == np.float16:
+            x = x.astype(np.float32)
+        return x.view(np.uint32 if x.dtype == np.float32 else np.uint64).max()
+
+    def unit_bad(self, stats: list, table: np.ndarray) -> np.ndarray:
+        """(R,) bool from :meth:`unit_stat` of R rows: some entry not in [+0, 1]."""
+        one = _ONE_BITS_64 if table.dtype == np.float64 else _ONE_BITS_32
+        return np.array(stats, dtype=np.uint64) > one
+
+    def stack64(self, xs: list) -> np.ndarray:
+        return np.array(xs, dtype=np.float64)
+
+    def block_sums_into(self, out: np.ndarray, w: np.ndarray, bs: int) -> None:
+        """(V,) integer-valued floats -> out (ceil(V / bs),) float64 block sums.
+
+        Converted to float64 (exact), then one matrix-vector product with ones: BLAS adds the
+        integers in its own order, exactly, because every partial sum stays below 2^53.
+        """
+        V = w.shape[0]
+        full = V // bs * bs
+        if w.dtype != np.float64:
+            w64 = self._scratch64
+            if w64 is None or w64.shape[0] < V:
+                w64 = self._scratch64 = np.empty(V, dtype=np.float64)
+            np.copyto(w64[:V], w)
+            w = w64[:V]
+        np.dot(w[:full].reshape(-1, bs), self._ones(bs), out=out[: full // bs])
+        if full < V:
+            out[-1] = w[full:].sum()
+
+    def _ones(self, n: int) -> np.ndarray:
+        if self._ones_row is None or self._ones_row.shape[0] != n:
+            self._ones_row = np.ones(n, dtype=np.float64)
+        return self._ones_row
+
+    def sum_all(self, x: np.ndarray) -> float:
+        return float(x.sum(dtype=np.float32 if x.dtype == np.float16 else None))
+
+    def sum_rows(self, x: np.ndarray) -> np.ndarray:
+        return x.sum(-1)
 
     def count_le(self, cdf: np.ndarray, thr: np.ndarray) -> np.ndarray:
         """(B, V) sorted rows, (B,) thresholds -> (B,) number of entries <= threshold."""
@@ -192,11 +292,80 @@ class TorchOps:
     def upcast_half(self, w: Any) -> Any:
         return w.float() if w.dtype in (self.torch.float16, self.torch.bfloat16) else w
 
-    def sub_clamp0_(self, w: Any, q: Any) -> Any:
-        return w.sub_(q.to(w.dtype)).clamp_(min=0)
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.torch.empty(shape, dtype=dtype, device=self.device)
 
-    def quantize(self, w: Any, scale: float) -> Any:
-        return w.mul_(scale).to(self.torch.int64)
+    def compute_dtype(self, x: Any) -> Any:
+        t = self.torch
+        return t.float32 if x.dtype in (t.float16, t.bfloat16) else x.dtype
+
+    def tolist(self, x: Any) -> list:
+        return x.tolist()
+
+    def copy_into(self, out: Any, w: Any) -> None:
+        out.copy_(w)
+
+    def sub_clamp0_into(self, out: Any, w: Any, q: Any) -> Any:
+        if w.dtype != out.dtype:
+            out.copy_(w)
+            w = out
+        self.torch.sub(w, q.to(out.dtype), out=out)
+        return out.clamp_(min=0)
+
+    def quantize_(self, w: Any, scale: float) -> Any:
+        return w.mul_(scale).floor_()
+
+    def block_sums(self, w: Any, bs: int) -> Any:
+        t = self.torch
+        R, C = int(w.shape[0]), int(w.shape[1])
+        full = C // bs * bs
+        out = t.empty((R, -(-C // bs)), dtype=t.float64, device=self.device)
+        out[:, : full // bs] = w[:, :full].reshape(R, -1, bs).sum(-1, dtype=t.float64)
+        if full < C:
+            out[:, -1] = w[:, full:].sum(-1, dtype=t.float64)
+        return out
+
+    def floor64(self, x: Any) -> Any:
+        return self.torch.floor(x)
+
+    def outside_unit_rows(self, x: Any) -> Any:
+        t = self.torch
+        if x.dtype in (t.float16, t.bfloat16):
+            x = x.float()
+        if x.dtype == t.float32:
+            lo, hi = t.aminmax(x.view(t.int32), dim=-1)
+            return (lo < 0) | (hi > _ONE_BITS_32)
+        lo, hi = t.aminmax(x.to(t.float64).view(t.int64), dim=-1)
+        return (lo < 0) | (hi > _ONE_BITS_64)
+
+    def unit_stat(self, x: Any) -> Any:
+        t = self.torch
+        if x.dtype in (t.float16, t.bfloat16):
+            x = x.float()
+        return t.aminmax(x.view(t.int32) if x.dtype == t.float32 else x.view(t.int64))
+
+    def unit_bad(self, stats: list, table: Any) -> Any:
+        t = self.torch
+        one = _ONE_BITS_64 if table.dtype == t.float64 else _ONE_BITS_32
+        lo = t.stack([s.min for s in stats])
+        hi = t.stack([s.max for s in stats])
+        return (lo < 0) | (hi > one)
+
+    def stack64(self, xs: list) -> Any:
+        return self.torch.stack(xs).to(self.torch.float64)
+
+    def block_sums_into(self, out: Any, w: Any, bs: int) -> None:
+        t = self.torch
+        full = int(w.shape[0]) // bs * bs
+        t.sum(w[:full].view(-1, bs), dim=-1, dtype=t.float64, out=out[: full // bs])
+        if full < int(w.shape[0]):
+            out[-1] = w[full:].sum(dtype=t.float64)
+
+    def sum_all(self, x: Any) -> Any:
+        return x.sum(dtype=self.compute_dtype(x))
+
+    def sum_rows(self, x: Any) -> Any:
+        return x.sum(-1)
 
     def count_le(self, cdf: Any, thr: Any) -> Any:
         # searchsorted(right=True) is "number of entries <= thr" for sorted rows.

@@ -27,9 +27,16 @@ applies to every conditional in turn and the whole emitted sequence follows the 
 
 The replacement or bonus token is drawn by inverse CDF from one uniform, touching only the
 single row each batch row samples from: the first index whose running weight exceeds
-``u * total``. The weights are integers (each probability floored to a multiple of 2^-58)
-summed per block of tokens, so NumPy, torch on the CPU and CUDA add them exactly, whatever
+``u * total``. The weights are integers (each probability floored to a multiple of 2^-48,
+which moves the law by at most V * 2^-48 in total variation: 4.6e-10 at V = 128256) summed
+per block of tokens in float64, so NumPy, torch on the CPU and CUDA add them exactly, whatever
 their order, and return identical tokens; see :mod:`specviz._sample`.
+
+Randomness: with ``rng`` the uniforms are drawn in a fixed order over the whole layout
+(``accept`` of shape (B, K) for the padded layout, (N,) for the flat one, then ``sample``), so
+the draws a row gets depend on the batch around it, its padded width K and the layout. Each
+row's result depends only on its own explicit uniforms: for per-request reproducibility pass
+``uniforms``.
 
 The bugs module swaps one step of this rule at a time through :class:`Rule`.
 """
@@ -118,6 +125,10 @@ class _Rows(NamedTuple):
             return ops.select_rows(self.table.reshape(-1, self.table.shape[2]), b * P + pos, cols)
         return self.table[b, pos, cols]  # e.g. broadcast inputs: index without copying them
 
+    def row(self, b: int, pos: int) -> Array:
+        """(V,) a view of one row, no copy."""
+        return self.table[b, pos] if self.start is None else self.table[int(self.start[b]) + pos]
+
     def at(self, b: Array, pos: Array, cols: Array | None = None) -> Array:
         if self.start is None:
             return self.table[b, pos] if cols is None else self.table[b, pos, cols]
@@ -149,17 +160,29 @@ def verify(
         on the drafted token, so x is accepted with probability p(x) and the residual is p
         with x removed; lossless whatever rule chose the drafts.
     draft_tokens
-        Shape (B, K) integers; entries at positions >= num_draft[b] are ignored (may be -1).
+        Shape (B, K) integers in [0, V) at positions < num_draft[b], checked whatever
+        ``validate`` says (an id outside would be read as another token's column and could be
+        accepted); entries at positions >= num_draft[b] are ignored (may be -1).
     num_draft
         Shape (B,) integers in [0, K].
     rng
         ``numpy.random.Generator`` for NumPy inputs, ``torch.Generator`` for torch inputs;
-        default a fresh unseeded one. Draws ``accept`` (B, K) first, then ``sample`` (B,).
+        default a fresh unseeded one. Draws ``accept`` (B, K) first, then ``sample`` (B,), so
+        a row's draws depend on the batch, its padded width and the layout (flat or padded):
+        pass ``uniforms`` when a request must be reproducible on its own.
     uniforms
-        Explicit :class:`Uniforms` (or an ``(accept, sample)`` pair) instead of ``rng``.
+        Explicit :class:`Uniforms` (or an ``(accept, sample)`` pair) instead of ``rng``. A row's
+        result depends only on its own uniforms, whatever batch it is in.
     validate
-        Check shapes, ranges and probability rows (only the rows that are read). Pass
-        ``False`` on a hot path whose inputs are known to be good.
+        Check the probabilities the call reads, as it reads them: p(x) and q(x) at every draft
+        position below num_draft (finite, in [0, 1]), and each full row the draw reads (the
+        target row it samples from and, after a rejection, the draft row of the residual):
+        finite, non-negative, summing to 1 within 1e-4 (1e-2 for half precision). Rows that
+        are never read in full are not summed, and which ones are read depends on the coins.
+        Costs a few percent on top of the draw. Shapes, dtypes, draft ids and the uniforms'
+        shapes are checked either way, and so is every row the draw reads for what would
+        make the result depend on the library (NaN, infinity, a negative entry of a row drawn
+        from p, a row summing to 16 or more): ``False`` only skips the probability checks.
 
     Returns
     -------
@@ -190,17 +213,12 @@ def verify_with_rule(
     Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
     if Q is not None:
         check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    if validate:
-        check.check_float("target_probs", P, ops)
-        check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
-        full = B == 0 or ops.scalar(j.min()) == K  # every row reads every position: no gather
-        pos1 = ops.arange(K + 1)
-        check.check_prob_rows("target_probs", P if full else P[pos1[None, :] <= j[:, None]], ops)
-        if Q is not None:
-            check.check_float("draft_probs", Q, ops)
-            check.check_prob_rows("draft_probs", Q if full else Q[valid], ops)
+    check.check_float("target_probs", P, ops)
+    if Q is not None:
+        check.check_float("draft_probs", Q, ops)
     ua, us = _get_uniforms(ops, rng, uniforms, (B, K), B, validate)
-    return _core(ops, _Rows(P, None), None if Q is None else _Rows(Q, None), x, j, K, V, ua, us, rule)
+    Q_rows = None if Q is None else _Rows(Q, None)
+    return _core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, "token ids at positions < num_draft")
 
 
 def verify_flat(
@@ -227,11 +245,13 @@ def verify_flat(
     draft_probs
         Shape (N, V), or ``None`` for a deterministic drafter.
     draft_tokens
-        Shape (N,) integers.
+        Shape (N,) integers in [0, V), checked whatever ``validate`` says.
     draft_indptr
         Shape (B+1,) non-decreasing integers starting at 0 and ending at N.
     rng, uniforms, validate
-        As in :func:`verify`; explicit uniforms are ``accept`` (N,) and ``sample`` (B,).
+        As in :func:`verify`; explicit uniforms are ``accept`` (N,) and ``sample`` (B,). The
+        generator draws ``accept`` in the flat order, so the same rows get different draws
+        than in the padded layout; explicit uniforms give the same tokens in both.
 
     Returns
     -------
@@ -270,19 +290,16 @@ def verify_flat(
     valid = pos[None, :] < j[:, None]  # (B, K)
     flat_idx = ops.where(valid, indptr[:-1, None] + pos[None, :], 0)  # (B, K) into (N,)
     x = ops.where(valid, x_flat[flat_idx], PAD_TOKEN) if N else ops.full((B, K), PAD_TOKEN, np.int64)
-    if validate:
-        check.check_float("target_probs", P, ops)
-        check.check_range("draft_tokens", x_flat, 0, V - 1, ops, "token ids")
-        check.check_prob_rows("target_probs", P, ops)
-        if Q is not None:
-            check.check_float("draft_probs", Q, ops)
-            check.check_prob_rows("draft_probs", Q, ops)
+    check.check_float("target_probs", P, ops)
+    if Q is not None:
+        check.check_float("draft_probs", Q, ops)
+    check.check_range("draft_tokens", x_flat, 0, V - 1, ops, "token ids")
     ua_flat, us = _get_uniforms(ops, rng, uniforms, (N,), B, validate)
     ua = ops.where(valid, ua_flat[flat_idx], 0.0) if N else ops.full((B, K), 0.0, np.float64)
     starts = indptr[:-1]
     P_rows = _Rows(P, starts + ops.arange(B))
     Q_rows = None if Q is None else _Rows(Q, starts)
-    return _core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT)
+    return _core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT, validate, "token ids")
 
 
 def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verification:
@@ -412,18 +429,29 @@ def _core(
     ua: Array,
     us: Array,
     rule: Rule,
+    validate: bool,
+    what_ids: str,
 ) -> Verification:
-    """The rule on validated inputs. x (B, K) int64, j (B,), ua (B, K), us (B,) float64."""
+    """The rule on checked shapes. x (B, K) int64, j (B,), ua (B, K), us (B,) float64.
+
+    Draft ids below num_draft are checked here whatever ``validate`` says: an id outside
+    [0, V) would otherwise be read as another token's column (-1 as V - 1) and accepted.
+    """
     B = int(j.shape[0])
     ar = ops.arange(B)
     pos = ops.arange(K)
     valid = pos[None, :] < j[:, None]  # (B, K)
-    xs = ops.where(valid, x, 0)  # (B, K) safe column indices
+    xs = ops.where(valid, x, 0)  # (B, K) column indices; 0 where ignored
+    check.check_range("draft_tokens", xs, 0, V - 1, ops, what_ids)
     px = P.at(ar[:, None], pos[None, :], xs)  # (B, K) p_i(x_i)
     if Q is None or int(Q.table.shape[0]) == 0:  # no draft rows at all: nothing valid to read
         qx = ops.full((B, K), 1.0, np.float64)
     else:
         qx = Q.at(ar[:, None], pos[None, :], xs)
+    if validate:  # the one entry read from each row that is only probed
+        check.check_probes("target_probs", px[valid], ops)
+        if Q is not None:
+            check.check_probes("draft_probs", qx[valid], ops)
     coins = ua if rule.accept_coins == "fresh" else ua[:, :1] + 0 * ua  # (B, K)
     passed = (qx > 0) & (coins * qx < px) & valid  # (B, K)
     first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
@@ -444,7 +472,7 @@ def _core(
     u_draw = us
     if rule.sample_coin == "reused" and K:
         u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
-    token = _draw(ops, P, Q, xs, sp, rejected, u_draw, V, K, rule)  # (B,)
+    token = _draw(ops, P, Q, xs, sp, rejected, u_draw, V, K, rule, validate)  # (B,)
 
     tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
     tokens[:, :K] = emitted
@@ -473,12 +501,13 @@ def _draw(
     V: int,
     K: int,
     rule: Rule,
+    validate: bool,
 ) -> Array:
     """One token per row: from the residual at rejected rows, from p at the others."""
     if rule.replacement == "unclamped":
         return _draw_unclamped(ops, P, Q, xs, sp, rejected, u)
     residual = rejected if rule.replacement == "residual" else rejected & False
-    return _sample.draw(ops, P, Q, xs, sp, residual, u, V)
+    return _sample.draw(ops, P, Q, xs, sp, residual, u, V, validate)
 
 
 def _draw_unclamped(

@@ -1,7 +1,8 @@
 """Vocabularies past one block of the sampler (V > 256): blocks, the tail block, column chunks.
 
 The replacement-or-bonus draw in ``specviz._sample`` searches blocks of 256 tokens, summed a
-chunk of columns at a time. Two independent checks cover it at V = 255 .. 32001:
+chunk of columns at a time for all rows together (V < 8192) or one row at a time through views
+(V >= 8192 on the CPU). Two independent checks cover it at V = 255 .. 32001:
 
 - token for token against a slow per-row reference written here from the documented rule
   (NumPy padded, NumPy flat, torch CPU padded and flat, float32 and float64, sampled and
@@ -25,9 +26,10 @@ import specviz
 from specviz import Uniforms, verify, verify_flat
 from specviz.bugs import BUGS
 
-QUANT = 2**58  # documented: each weight is floored to a multiple of 2^-58 (exact Python int)
+QUANT = 2**48  # documented: each weight is floored to a multiple of 2^-48 (exact Python int)
 BLOCK = 256  # tokens per block of the two-level search (specviz._sample.BLOCK)
 NUMPY_CHUNK_ELEMS = 2**16  # columns x rows per chunk on NumPy (specviz._xp.NumpyOps.chunk_elems)
+ROW_LOOP_V = 8192  # from this V on, the CPU processes each row alone (specviz._sample.ROW_LOOP_V)
 U_MAX = 1.0 - 2.0**-53  # the largest uniform below 1
 ALPHA = 0.001  # chi-square level; the critical value comes from scipy
 
@@ -48,7 +50,7 @@ def ref_accepted(p_rows, q_rows, x, j, ua) -> int:
 
 
 def quantize(w: np.ndarray) -> list[int]:
-    """Each weight floored to a multiple of 2^-58, as exact Python ints (w in the inputs' dtype)."""
+    """Each weight floored to a multiple of 2^-48, as exact Python ints (w in the inputs' dtype)."""
     return [int(v * QUANT) for v in w.tolist()]
 
 
@@ -139,8 +141,8 @@ def prob_row(rng: np.random.Generator, V: int) -> np.ndarray:
     if w.sum() == 0:
         w[rng.integers(V)] = 1.0
     w = w / w.sum()
-    # Kind 5: entries at and around the quantum (2^-58 and 1.5 * 2^-58 -> 1, smaller -> 0).
-    w[idx] = rng.choice([2.0**-58, 1.5 * 2.0**-58, 2.0**-59, 1e-19, 0.0], size=len(idx))
+    # Kind 5: entries at and around the quantum (2^-48 and 1.5 * 2^-48 -> 1, smaller -> 0).
+    w[idx] = rng.choice([2.0**-48, 1.5 * 2.0**-48, 2.0**-49, 1e-16, 0.0], size=len(idx))
     return w
 
 
@@ -228,7 +230,7 @@ def to_np(res) -> specviz.Verification:
 
 # --- 1. token for token against the reference -----------------------------------------------------
 
-CASES = [  # (V, B, K): B >= 300 so NumPy's chunks are one block wide; few rows at V = 32001
+CASES = [  # (V, B, K): B >= 300 so NumPy's chunks are one block wide; V = 32001 runs the per-row loop
     (255, 600, 4),
     (256, 600, 4),
     (257, 600, 4),
@@ -261,9 +263,10 @@ def test_matches_per_row_reference(V, B, K, dtype, sampled):
     # The batch reaches what it is meant to exercise.
     assert (draw < V).all() and rejected.any() and (~rejected).any()
     assert (us == 0).any() and (us == U_MAX).any() and (ua == 0).any() and (ua == U_MAX).any()
-    if V > BLOCK:
+    if BLOCK < V < ROW_LOOP_V:
         for group in (rejected, ~rejected):  # both NumPy groups run several column chunks
             assert numpy_chunk_width(int(group.sum())) < V
+    if V > BLOCK:
         assert (draw >= BLOCK).any() and (draw >= (V - 1) // BLOCK * BLOCK).any()  # later and tail blocks
         if draft is None and V >= 600:  # drafted tokens to remove outside the first chunk
             removed = tokens[np.arange(B), np.minimum(accepted, K - 1)][rejected]
