@@ -114,3 +114,24 @@ def test_package_imports_without_the_optional_dependencies(installed, tmp_path):
     )
     out = run([str(installed / "python"), "-c", code], cwd=tmp_path).stdout.strip()
     assert Path(out).is_relative_to(installed.parent), f"imported {out}, not the installed copy"
+
+
+def test_every_module_imports_without_the_extras_except_figure_builders(installed, tmp_path):
+    # Each module of the installed package is imported on its own. Only Plotly (the app extra that
+    # builds figures) may be missing; streamlit never (no Streamlit in the package), torch never
+    # (it is imported when a tensor arrives).
+    code = (
+        "import importlib, pkgutil, specviz\n"
+        "for m in sorted(i.name for i in pkgutil.iter_modules(specviz.__path__) if i.name != '__main__'):\n"
+        "    try:\n"
+        "        importlib.import_module('specviz.' + m)\n"
+        "    except ModuleNotFoundError as e:\n"
+        "        print(m, e.name)\n"
+        "    else:\n"
+        "        print(m, 'ok')\n"
+    )
+    out = run([str(installed / "python"), "-c", code], cwd=tmp_path).stdout.split("\n")
+    results = dict(line.split() for line in out if line.strip())
+    assert {"verify", "cli", "prove", "bugs", "theory"} <= {m for m, r in results.items() if r == "ok"}
+    bad = {m: r for m, r in results.items() if r not in ("ok", "plotly")}
+    assert not bad, f"modules that need more than numpy and scipy to import: {bad}"
