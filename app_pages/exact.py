@@ -255,7 +255,7 @@ with b2:
         law_fig = figures.law_comparison(p, law, freq, n=total or None, law_name=label, single=state.get("single"))
         st.plotly_chart(presenter.chart(law_fig, st.session_state), key=S + "law")
         if total == 1:
-            st.caption("One sample is one token, marked with a star: sample 1,000 to see a histogram form.")
+            st.caption(f"One sample is one token, marked with a star: sample {SAMPLE_SIZES[1]:,} to see a histogram.")
         elif total:
             st.caption("Error bars: ±2 standard errors of a frequency under the exact law, clipped to [0, 1].")
         if state["trace"]:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import batch_demo, position, prove, results, speed, theory
+from specviz import batch_demo, limits, position, prove, results, speed, theory
 from specviz.bugs import BUGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,7 +287,9 @@ def test_batch_typed_counts_are_checked_and_cuda_is_explained():
 
 def test_batch_caps_huge_inputs_with_a_message():
     at = open_page("app_pages/batch.py", {"B": "1000000", "K": "4", "V": "32000", "backend": "PyTorch CUDA"})
-    assert "B capped at 125 (you asked for 1,000,000)" in texts(at.warning)
+    rows = batch_demo.cap_batch(1_000_000, 4, 32_000).B
+    assert rows * 5 * 32_000 <= limits.MAX_BATCH_ELEMENTS
+    assert f"B capped at {rows:,} (you asked for 1,000,000)" in texts(at.warning)
     if not batch_demo.cuda_status()[0]:
         assert "PyTorch CUDA is not available here" in texts(at.warning)
         assert at.radio(key="batch.backend").value == "NumPy"

@@ -21,7 +21,9 @@ def test_parse_counts_explains_what_is_wrong():
 def test_cap_batch_keeps_tensors_within_the_element_budget():
     size = batch_demo.cap_batch(10**6, 4, 32_000)
     assert size.B * 5 * 32_000 <= limits.MAX_BATCH_ELEMENTS and size.V == 32_000
-    assert size.notes and "B capped at 125" in size.notes[0]
+    rows = min(limits.MAX_BATCH_ELEMENTS // (5 * 32_000), limits.MAX_BATCH_ROWS)  # the caps, whatever they are
+    assert size.B == rows and size.notes and f"B capped at {rows:,}" in size.notes[0]
+    assert batch_demo.cap_batch(10**9, 0, 1).B == min(limits.MAX_BATCH_ROWS, limits.MAX_BATCH_ELEMENTS)
     huge_v = batch_demo.cap_batch(4, 4, 10**9)
     assert huge_v.V * 5 <= limits.MAX_BATCH_ELEMENTS and huge_v.B == 1 and len(huge_v.notes) == 2
     assert batch_demo.cap_batch(16, 4, 32) == (16, 32, [])
