@@ -16,7 +16,9 @@ emitted tokens is computed twice:
 
 The emitted tokens, continued by sampling from the target, must follow the target's joint law
 of K + 1 tokens to 1e-12. Rows of different draft counts share one padded call whose unread
-rows are NaN.
+rows are NaN. Over several rounds, :func:`specviz.exact.verifier_law` (the court) judges the
+rule on Markov chains with ragged draft counts; a joint chi-square through
+:func:`specviz.simulate.generate` runs beside two negative controls that must fail.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 
 from specviz import InputError, Uniforms, verify
 from specviz.block import block_thresholds, breakpoints, verify_block, verify_block_lossy
+from specviz.exact import verifier_law
 from specviz.markov import Drafter, MarkovChain, random_chain
 from specviz.simulate import generate
 from specviz.stats import ALPHA, joint_test
@@ -448,6 +451,33 @@ def test_toy_example_in_exact_rationals():
             h2 = w[2] if last == "capped" else min(Fraction(1), prod)
             kept[last] += q[xs[0]] * q[xs[1]] * (2 * h2 + (1 - h2) * h1)
     assert kept == {"capped": Fraction(11, 9), "product": Fraction(4, 3)}
+
+
+def test_exact_court_over_several_rounds():
+    # specviz.exact's adaptive enumeration, over repeated rounds of Markov chains with ragged
+    # draft counts 0..3 in a padded width of 3: block verification's law of 3 tokens is the
+    # target's, for a sampling and a deterministic drafter; the lossy variant's is not.
+    rng = np.random.default_rng(12)
+    target, draft = random_chain(3, rng, zero_fraction=0.34), random_chain(3, rng, zero_fraction=0.34)
+    want = target.joint_law(3)
+    for mode in ("sample", "argmax"):
+        res = verifier_law(verify_block, target, Drafter(draft, mode), L=3, num_draft=range(4), K=3)
+        assert res.unresolved == 0 and np.abs(res.law - want).max() < TOL, mode
+    lossy = verifier_law(verify_block_lossy, target, Drafter(draft), L=3, num_draft=range(4), K=3)
+    assert 0.5 * np.abs(lossy.law - want).sum() > 1e-4
+
+
+def test_exact_court_on_the_toy_chain():
+    # The toy example as a context-free chain, 2 drafts a round: 1 + 11/9 tokens per verification
+    # for block verification and 1 + 4/3 for the lossy variant, whose 3 tokens are 1/9 off in TV.
+    p, q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
+    target, draft = MarkovChain(np.array([p] * 3)), MarkovChain(np.array([q] * 3))
+    block = verifier_law(verify_block, target, Drafter(draft), L=3, num_draft=2, K=2)
+    lossy = verifier_law(verify_block_lossy, target, Drafter(draft), L=3, num_draft=2, K=2)
+    assert abs(block.expected_tokens[0, 2] - (1 + 11 / 9)) < TOL
+    assert abs(lossy.expected_tokens[0, 2] - (1 + 4 / 3)) < TOL
+    assert np.abs(block.law - target.joint_law(3)).max() < TOL
+    assert abs(0.5 * np.abs(lossy.law - target.joint_law(3)).sum() - 1 / 9) < TOL
 
 
 # ---------------------------------------------------------------- NumPy and torch

@@ -31,6 +31,7 @@ from test_block import (
 )
 
 from specviz import InputError, Uniforms
+from specviz.exact import verifier_law
 from specviz.markov import Drafter, random_chain
 from specviz.sample_match import verify_sample_match
 from specviz.simulate import generate
@@ -152,6 +153,16 @@ def test_result_fields():
     mism = ~res.bonus
     assert (res.tokens[ar[mism], n[mism]] != x[ar[mism], n[mism]]).all()
     assert (res.tokens[:, :4][pos < n[:, None]] == x[pos < n[:, None]]).all()
+
+
+def test_exact_court_over_several_rounds():
+    # specviz.exact over repeated rounds of Markov chains, ragged draft counts 0..3 in a padded
+    # width of 3, sampling and deterministic drafters: the law of 3 tokens is the target's.
+    rng = np.random.default_rng(12)
+    target, draft = random_chain(3, rng, zero_fraction=0.34), random_chain(3, rng, zero_fraction=0.34)
+    for mode in ("sample", "argmax"):
+        res = verifier_law(verify_sample_match, target, Drafter(draft, mode), L=3, num_draft=range(4), K=3)
+        assert res.unresolved == 0 and np.abs(res.law - target.joint_law(3)).max() < TOL, mode
 
 
 # ---------------------------------------------------------------- end to end
