@@ -156,16 +156,15 @@ def law_comparison(
             error_y=err,
             hovertemplate="%{x}<br>frequency = %{y:.6f}<extra></extra>",
         )
-    if single is not None:
+    if single is not None:  # a star just above the drawn token's bars
         top = float(max(p.max(), 0 if law is None else np.max(law)))
+        bar = float(max(p[single], 0 if law is None else np.asarray(law)[single]))
         fig.add_scatter(
             x=[x[single]],
-            y=[top * 1.08],
+            y=[bar + 0.06 * top],
             name=f"one sample: token {single}",
-            mode="markers+text",
-            text=[f"drawn: token {single}"],
-            textposition="top center",
-            marker=dict(symbol="star", size=18, color=REPLACED),
+            mode="markers",
+            marker=dict(symbol="star", size=20, color=REPLACED, line=dict(width=1, color="#ffffff")),
             hovertemplate=f"the single verification emitted token {single}<extra></extra>",
         )
     return _layout(fig, "Output law of the first emitted token", barmode="group", yaxis_title="probability", height=380)
