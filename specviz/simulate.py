@@ -5,8 +5,17 @@
 Each round, every unfinished sequence drafts ``num_draft`` tokens from the drafter (each
 conditioned on the one before), the target's distributions at those contexts are laid out
 as a padded batch, and one verifier call decides what is emitted. Positions past a row's
-draft count hold deliberately wrong distributions and tokens (:data:`GARBAGE`), so a
+draft count hold deliberately wrong distributions and tokens (:func:`garbage_token`), so a
 verifier that reads past the count produces a visibly wrong law instead of passing by luck.
+
+Where the time goes: at the sizes the app and ``prove`` use (V = 4, K <= 3, up to 10^6
+sequences) the verifier call is ~80% of a run once the rest is done this way: sequences run
+:data:`CHUNK` at a time so a round's arrays stay in cache; the padded tensors are one
+``np.take`` of precomputed table rows into buffers reused every round; drafts come from
+precomputed inverse-CDF tables; statistics are integer bincounts. NumPy charges ~20-30 ns
+per row for broadcast comparisons like ``pos[None, :] < j[:, None]`` and for reductions
+over a short last axis, so masks here are lookup rows gathered by count
+(``benchmarks/bench_sim.py`` measures all of it against the previous version).
 """
 
 from __future__ import annotations
@@ -65,13 +74,14 @@ class _Tables:
     probability lookups and no masked writes.
     """
 
-    def __init__(self, target: MarkovChain, drafter: Drafter) -> None:
+    def __init__(self, target: MarkovChain, drafter: Drafter, draft_probs: bool = True) -> None:
         V = target.V
         self.V, self.g = V, garbage_token(V)
         self.pad_row = V + 1  # the garbage row's code
         garbage = np.eye(V)[self.g][None, :]  # (1, V)
         self.target = np.concatenate([target.table, garbage])  # (V+2, V)
-        self.draft = np.concatenate([drafter.chain.table, garbage]) if drafter.reports_q else None  # (V+2, V)
+        reports = drafter.reports_q and draft_probs  # greedy verification reads no q
+        self.draft = np.concatenate([drafter.chain.table, garbage]) if reports else None  # (V+2, V)
         self.icdf = drafter.chain.inverse_cdf() if drafter.samples else None
         self.argmax = np.argmax(drafter.chain.table, axis=1)  # (V+1,) ties to the lowest id, as np.argmax
 
@@ -266,11 +276,11 @@ def generate(
         if expected.shape != (V + 1, K + 1):
             raise InputError("expected", f"shape (V+1, K+1) = ({V + 1}, {K + 1})", f"shape {expected.shape}")
     call = _verifier_call(verifier)
-    tables = _Tables(target, drafter)
+    tables = _Tables(target, drafter, draft_probs=not greedy)
     tally = _Tally(V, K, expected is not None)
     C = max(1, min(int(chunk), n))
     target_buf = np.empty((C, K + 1, V))  # reused by every round of every chunk
-    draft_buf = np.empty((C, K, V)) if drafter.reports_q else None
+    draft_buf = np.empty((C, K, V)) if tables.draft is not None else None
     W = L + K + 1  # a row's tokens so far, plus room for one more round's K+1
     steps = np.tile(np.arange(K + 1), C)  # (C*(K+1),) offsets of a round's tokens after each start
     seqs = np.empty((n, L), dtype=np.int64)

@@ -185,6 +185,27 @@ def test_reading_the_padding_fails_with_chunks(chains):
     assert not res.passed, res
 
 
+@pytest.mark.parametrize("mode", ["sample", "argmax"])
+def test_every_call_gets_rng_and_a_padded_batch_with_garbage(chains, mode):
+    target, draft = chains
+    g, seen = garbage_token(V), []
+
+    def inspecting(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):
+        assert isinstance(rng, np.random.Generator)
+        assert target_probs.shape[1:] == (K + 1, V) and draft_tokens.shape[1] == K
+        for b in range(min(len(num_draft), 50)):
+            j = num_draft[b]
+            assert (target_probs[b, j + 1 :] == np.eye(V)[g]).all() and (draft_tokens[b, j:] == g).all()
+            if draft_probs is not None:
+                assert (draft_probs[b, j:] == np.eye(V)[g]).all()
+        seen.append(int((num_draft < K).sum()))
+        return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng)
+
+    generate(inspecting, target, Drafter(draft, mode), n=3_000, L=L, K=K, rng=np.random.default_rng(8), ragged=True,
+             chunk=1_000)  # fmt: skip
+    assert sum(seen) > 1_000  # the ragged rows were there to inspect
+
+
 def test_the_tally_matches_a_recount_of_every_round(chains):
     target, draft = chains
     seen = []
