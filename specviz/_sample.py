@@ -74,6 +74,8 @@ def draw(
     to within V * 2^-48; a residual row: the sums of its p and q rows, taken in cache).
     """
     B = int(sp.shape[0])
+    if V <= BLOCK:
+        return _draw_one_block(ops, P, Q, xs, sp, residual, u, V, validate)
     ar = ops.arange(B)
     bs = min(BLOCK, V)
     nb = -(-V // bs)
@@ -103,6 +105,63 @@ def draw(
     return blk * bs + inner
 
 
+def _draw_one_block(
+    ops: Any, P: Any, Q: Any, xs: Array, sp: Array, residual: Array, u: Array, V: int, validate: bool
+) -> Array:
+    """V <= BLOCK: one level and one group of rows (the small vocabularies of the lab).
+
+    The same float operations on the same values as the two-level search with a single
+    block (whose running sum is the total), so the tokens are the same; it only skips the
+    second pass over the block and the split of rows into groups. Rows drawn from p use
+    max(0, p - 0) = p (the guard below has already refused negative and non-finite p there).
+    """
+    B = int(sp.shape[0])
+    ar = ops.arange(B)
+    p = ops.upcast_half(P.at(ar, sp, None, ops))  # (B, V) a private copy
+    has_res = bool(residual.any()) if B else False
+    # Rows drawn from p alone need a finite, non-negative p; with validate every row read does.
+    if B and bool(ops.outside_unit_rows(p.reshape(1, -1))[0]):
+        flagged = ops.outside_unit_rows(p)
+        if not validate:
+            flagged = flagged & ~residual
+        _precise(ops, P, ar, sp, flagged, "target_probs")
+    w = ops.empty((B, V), ops.compute_dtype(P.table))
+    if not has_res:
+        ops.copy_into(w, p)
+    elif Q is None:  # one-hot q: the residual is p with the drafted token removed
+        x = xs[ar, ops.where(residual, sp, 0)]  # (B,)
+        drop = residual[:, None] & (ops.arange(V)[None, :] == x[:, None])  # (B, V)
+        ops.copy_into(w, ops.where(drop, 0, p))
+    else:
+        q = Q.at(ar, ops.where(residual, sp, 0), None, ops)  # (B, V)
+        q = ops.where(residual[:, None], q, 0)  # rows drawn from p subtract 0
+        ops.sub_clamp0_into(w, p, q)
+        if validate:
+            rq = ops.nonzero(residual)
+            qr = ops.upcast_half(q[rq])
+            if int(rq.shape[0]) and bool(ops.outside_unit_rows(qr.reshape(1, -1))[0]):
+                _precise(ops, Q, ar[rq], sp[rq], ops.outside_unit_rows(qr), "draft_probs")
+            _check_sums(ops, "draft_probs", ops.to_float64(ops.sum_rows(qr)), Q.table)
+    if validate:
+        _check_sums(ops, "target_probs", ops.to_float64(ops.sum_rows(p)), P.table)
+    C = ops.cumsum64(ops.quantize_(w, GRID))  # (B, V) running weights: exact integers
+    total = C[:, -1] if V else C.sum(-1)  # (B,)
+    over = ~(total < MAX_TOTAL)
+    if B and bool(over.any()):
+        _precise(ops, P, ar, sp, over, "target_probs")
+        if Q is not None and has_res:
+            _precise(ops, Q, ar, sp, over & residual, "draft_probs")
+        raise InputError("target_probs", "probability rows (each summing to less than 16)",
+                         "a row whose weights sum to 16 or more")  # fmt: skip
+    empty = ops.nonzero(total <= 0)  # no residual mass (p == q up to rounding): draw from p
+    if int(empty.shape[0]):
+        C[empty] = ops.cumsum64(ops.quantize_(ops.to_compute(p[empty], w), GRID))
+        total = C[:, -1]
+    thr = ops.floor64(u * total)  # (B,) in [0, total)
+    thr = ops.where(thr < total, thr, total - 1)
+    return ops.count_le(C, thr)
+
+
 def _quantized(ops: Any, w: Array, q: Array | None, drop: Any, out: Array | None) -> Array:
     """floor(GRID * weight) for (R, C) rows ``w`` of p: max(0, p - q) when ``q`` is given.
 
@@ -126,12 +185,12 @@ def _block_weights(
 ) -> Array:
     """(R, bs) weights of rows b at positions sp for an (R, bs) index array (0 past V)."""
     safe = ops.where(cols < V, cols, V - 1)
-    w = ops.upcast_half(P.at(b[:, None], sp[:, None], safe))
+    w = ops.upcast_half(P.at(b[:, None], sp[:, None], safe, ops))
     q = None
     if use_res and Q is None:  # one-hot q: the residual is p with the drafted token removed
         w = ops.where(cols == xs[b, sp][:, None], 0, w)
     elif use_res:
-        q = Q.at(b[:, None], sp[:, None], safe)
+        q = Q.at(b[:, None], sp[:, None], safe, ops)
     w = _quantized(ops, w, q, None, None)
     return ops.where(cols < V, w, 0)
 
