@@ -1,10 +1,18 @@
 """Headless use: ``python -m specviz prove`` and ``python -m specviz list``.
 
 ``prove`` runs the embedded suite (every scenario with the verifier under test, every bug
-where it shows) and prints one table, or JSON with ``--json``. Exit status 0 exactly when
-the verifier passes everything and every bug is caught; 1 otherwise; 2 for bad arguments.
+where it shows, as negative controls) and prints one table, or JSON with ``--json``.
 ``--verifier module:function`` puts your own verifier (same signature and result fields as
-``specviz.verify``) through the same suite.
+``specviz.verify``) through the same suite, with the bugs run beside it so the output shows
+the tests fail where they should on these very scenarios (``--bugs none`` skips them, and
+says so). A failing case explains itself: the cells that weigh most in chi-square, tokens per
+step against the exact value, and the known bug whose law is nearest. No verdict without
+power: a test that could not see a shift of TV 0.05 (or 0.05 tokens per step) gives
+"inconclusive", with the N it needs.
+
+Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
+something fails, raises or a bug is missed; 2 for bad arguments; 3 when nothing failed but
+some case is inconclusive (N too small).
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ from typing import Any
 
 from .bugs import BUGS
 from .errors import InputError
-from .prove import DEFAULT_N, HOME, SCENARIOS, CaseResult, plan, run_suite
-from .stats import ALPHA
+from .prove import DEFAULT_N, HOME, SCENARIOS, CaseResult, SuiteResult, case_record, plan, run_suite
+from .stats import ALPHA, MIN_TOKENS, MIN_TV
 from .verify import verify
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def load_verifier(spec: str) -> Callable[..., Any]:
@@ -49,7 +59,7 @@ def _num(x: float, fmt: str) -> str:
 
 COLUMNS = [
     ("scenario", 13), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
-    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 7), ("verdict", 8),
+    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 7), ("verdict", 12),
 ]  # fmt: skip
 
 
@@ -57,8 +67,8 @@ def format_row(r: CaseResult) -> str:
     j = r.joint
     cells = [
         r.scenario, r.verifier, _num(j.statistic, ".1f"), str(j.dof), _num(j.critical_value, ".1f"),
-        _num(j.p_value, ".2g"), _num(j.tv, ".4f"), _num(j.detectable_tv, ".4f"), _num(r.tokens_measured, ".3f"),
-        _num(r.tokens_theory, ".3f"), "pass" if r.first_token.passed else "fail", r.verdict,
+        _num(j.p_value, ".2g"), _num(j.tv, ".4f"), _num(j.detectable_tv, ".4f"), _num(r.tokens.measured, ".3f"),
+        _num(r.tokens.expected, ".3f"), "-" if r.error else "pass" if r.first_token.passed else "fail", r.verdict,
     ]  # fmt: skip
     return " ".join(
         c.rjust(w) if i > 1 else c.ljust(w) for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
@@ -71,25 +81,38 @@ def header() -> str:
 
 
 def to_json(r: CaseResult) -> dict[str, Any]:
-    def clean(x: Any) -> Any:
-        return None if isinstance(x, float) and not math.isfinite(x) else x
+    return case_record(r)
 
-    def chi(c: Any) -> dict[str, Any]:
-        return {k: clean(v) for k, v in c._asdict().items()}
 
-    return {
-        "scenario": r.scenario,
-        "verifier": r.verifier,
-        "is_bug": r.is_bug,
-        "verdict": r.verdict,
-        "joint": chi(r.joint),
-        "first_token": chi(r.first_token),
-        "positions": [chi(p) for p in r.positions],
-        "tokens_per_step": {"measured": clean(r.tokens_measured), "theory": clean(r.tokens_theory),
-                            "se": clean(r.tokens_se), "z": clean(r.tokens_z), "passed": r.tokens_passed},
-        "seconds": round(r.seconds, 3),
-        "error": r.error,
-    }  # fmt: skip
+def controls_line(suite: SuiteResult) -> str:
+    """What the negative controls showed, or plainly that none ran."""
+    if not suite.controls:
+        return ("Negative controls: NOT RUN (--bugs none). Nothing in this output shows that these tests "
+                "can fail on these scenarios.")  # fmt: skip
+    verdicts = {b: [r.verdict for r in suite.results if r.is_bug and r.verifier == b] for b in suite.controls}
+    caught = [b for b, v in verdicts.items() if "caught" in v]
+    line = f"Negative controls: {len(caught)} of {len(suite.controls)} bugs run on these scenarios were caught"
+    for word in ("inconclusive", "ERROR", "missed"):
+        these = [b for b, v in verdicts.items() if b not in caught and word in v]
+        if these:
+            line += f"; {word}: " + ", ".join(these)
+    left = [b for b in BUGS if b not in suite.controls]
+    if left:
+        line += "; not run: " + ", ".join(left)
+        if any(BUGS[b].needs_ragged for b in left):
+            line += " (a bug that needs ragged rows runs only when a ragged scenario is chosen)"
+    return line + "."
+
+
+def summary_line(suite: SuiteResult) -> str:
+    if suite.failures:
+        return "NOT OK:\n  " + "\n  ".join(suite.failures)
+    if suite.inconclusive:
+        return f"inconclusive: N too small, need N >= {suite.needed_n:,}\n  " + "\n  ".join(suite.inconclusive)
+    if suite.controls:
+        return (f"OK: the verifier passed every case, and each of the {len(suite.controls)} bugs run as "
+                "negative controls was caught.")  # fmt: skip
+    return "OK: the verifier passed every case (no negative control ran)."
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -101,42 +124,79 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m specviz", description="specviz: lossless speculative sampling")
+    # "specviz" when run as the installed console command, "python -m specviz" otherwise.
+    prog = "python -m specviz" if sys.argv[0].endswith("__main__.py") else "specviz"
+    ap = argparse.ArgumentParser(prog=prog, description="specviz: lossless speculative sampling")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="run the end-to-end proof suite", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--n", type=int, default=DEFAULT_N, help=f"sequences per case (default {DEFAULT_N:,})")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the chains are fixed per scenario)")
     p.add_argument("--scenarios", help="comma-separated, from: " + ", ".join(SCENARIOS))
-    p.add_argument("--bugs", help="comma-separated, 'all' or 'none' (default: all; none with --verifier)")
+    p.add_argument("--bugs", help="negative controls: comma-separated, 'all' (default) or 'none'")
     p.add_argument("--verifier", help="module:function of your own verifier, in place of specviz.verify")
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"test level (default {ALPHA})")
     p.add_argument("--matrix", action="store_true", help="run every bug in every scenario")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    sub.add_parser("list", help="list scenarios and bugs")
+    sub.add_parser("list", help="list scenarios (with the emitted tokens each judges) and bugs")
     return ap
+
+
+def _list() -> None:
+    for s in SCENARIOS.values():
+        print(f"scenario {s.name:14s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
+        print(f"{'':24s}judges: {s.covers}")
+    for b in BUGS.values():
+        where = ", ".join(HOME.get(b.name, ("reference",)))
+        print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")
+
+
+def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -> None:
+    print(header())
+    for r in suite.results:
+        print(format_row(r))
+    print()
+    print(f"N = {args.n:,} sequences per case, seed {args.seed}, level {args.alpha}; {elapsed:.1f} s.")
+    print("detect TV: any shift of the joint law at least this large is caught with probability >= 99%.")
+    print(f"A verdict needs power: a test that cannot catch TV {MIN_TV} in the law (or {MIN_TOKENS} tokens per "
+          "step) says inconclusive.")  # fmt: skip
+    print("1st-tok: a test of the first token alone (informational: it misses shared_uniform).")
+    print(controls_line(suite))
+    for r in suite.results:
+        if r.verdict == "FAIL" and r.explanation is not None:
+            print()
+            print(f"FAIL {r.scenario} / {r.verifier}:")
+            t = r.tokens
+            for line in r.explanation.lines():
+                print("  " + line)
+            print(f"  tokens per step: measured {t.measured:.4f} vs exact {t.expected:.4f} (z = {t.z:+.2f}, "
+                  f"{'pass' if t.passed else 'fail'})")  # fmt: skip
+            print(f"  joint chi-square {r.joint.statistic:.1f} against critical value {r.joint.critical_value:.1f} "
+                  f"({r.joint.dof} dof)" + (f"; {r.joint.impossible:,} impossible samples" if r.joint.impossible
+                                            else ""))  # fmt: skip
+        elif r.error:
+            print()
+            print(f"ERROR {r.scenario} / {r.verifier}: {r.error}")
+            if r.traceback:
+                print("  " + r.traceback.replace("\n", "\n  "))
+    print()
+    print(summary_line(suite))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.command == "list":
-        for s in SCENARIOS.values():
-            print(f"scenario {s.name:14s} {s.description}")
-        for b in BUGS.values():
-            where = ", ".join(HOME.get(b.name, ("reference",)))
-            print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")
-        return 0
+        _list()
+        return EXIT_OK
     try:
         verifier, vname = verify, "verify"
         if args.verifier:
             verifier, vname = load_verifier(args.verifier), args.verifier
         bugs = _csv(args.bugs)
-        if bugs is None:
-            bugs = [] if args.verifier else list(BUGS)
         cases = plan(_csv(args.scenarios), bugs, matrix=args.matrix)
-        if not cases:
+        if not any(c.bug is None for c in cases):
             raise InputError("--scenarios", "at least one case to run", "none selected")
         if args.n < 1:
             raise InputError("--n", "at least 1 sequence per case", str(args.n))
@@ -146,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--alpha", "a level in (0, 1)", str(args.alpha))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
     t0 = time.perf_counter()
 
@@ -158,20 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                       progress=progress)  # fmt: skip
     elapsed = time.perf_counter() - t0
     if args.json:
-        out = {"ok": suite.ok, "failures": suite.failures, "n": args.n, "seed": args.seed, "alpha": args.alpha,
-               "seconds": round(elapsed, 2), "cases": [to_json(r) for r in suite.results]}  # fmt: skip
+        out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
+               "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,
+               "negative_controls": {"run": suite.controls, "note": controls_line(suite)},
+               "summary": summary_line(suite), "verifier": vname, "n": args.n, "seed": args.seed,
+               "alpha": args.alpha, "seconds": round(elapsed, 2),
+               "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         print(json.dumps(out, indent=2))
     else:
-        print(header())
-        for r in suite.results:
-            print(format_row(r))
-        print()
-        print(f"N = {args.n:,} sequences per case, seed {args.seed}, level {args.alpha}; {elapsed:.1f} s.")
-        print("detect TV: any shift of the joint law at least this large is caught with probability >= 99%.")
-        print("1st-tok: a test of the first token alone (informational: it misses shared_uniform).")
-        for r in suite.results:
-            if r.error:
-                print(f"error in {r.scenario} / {r.verifier}: {r.error}")
-        print("OK: the verifier passed every case and every bug was caught." if suite.ok
-              else "NOT OK:\n  " + "\n  ".join(suite.failures))  # fmt: skip
-    return 0 if suite.ok else 1
+        _print_table(suite, args, elapsed)
+    return EXIT_FAIL if suite.failures else EXIT_INCONCLUSIVE if suite.inconclusive else EXIT_OK

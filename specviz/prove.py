@@ -1,6 +1,6 @@
 """The proof suite: scenarios x verifiers, each judged end to end.
 
-# N sequences, L tokens, V vocabulary, K drafts per round
+# N sequences, L tokens, V vocabulary, K drafts per round, C = V**L cells
 
 A *case* runs one verifier on one scenario: N sequences of L tokens from repeated
 draft-and-verify rounds, then
@@ -12,31 +12,52 @@ draft-and-verify rounds, then
   conservative: its standard error uses the overall variance of tokens per round, which
   includes the spread between contexts).
 
-The correct verifier must pass both everywhere; a bug is *caught* when either fails in at
-least one of its cases. The first-token-only and per-position tests are computed too: they
-are the lesson that a weaker test misses ``shared_uniform``, and they do not decide verdicts.
+No verdict without power (:mod:`specviz.stats`): a test speaks only when it is *conclusive*,
+i.e. it would catch a shift of ``stats.MIN_TV`` in the law (or ``stats.MIN_TOKENS`` tokens per
+step, after ``stats.MIN_ROUNDS`` rounds) with probability 99%, or it saw a sample the target
+cannot produce. A conclusive failing test fails the case; every test conclusive and passing
+passes it; anything else is "inconclusive", with the N at which it would not be
+(``CaseResult.needed_n``).
+
+The correct verifier must pass both everywhere; a bug is *caught* when a conclusive test fails
+in at least one of its cases. The first-token-only and per-position tests are computed too:
+they are the lesson that a weaker test misses ``shared_uniform``, and they do not decide
+verdicts.
+
+Which tokens a scenario sees: a round that accepts all j drafts emits j + 1 tokens, the last
+one the bonus. With L = K every first round's bonus is token K + 1, outside the L-token
+window, and later rounds start past token 1; so a verifier wrong only in the bonus of full
+rows would pass every L = K scenario. The suite therefore has scenarios with L > K (L = K + 1,
+ragged too, and K = 1 with L = 3); :attr:`Scenario.covers` says what each one sees.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import os
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
 
-from . import theory
+from . import simulate as _simulate
+from . import stats, theory
 from .bugs import BUGS, Bug
 from .errors import InputError
 from .markov import Drafter, MarkovChain, make_chain, random_chain
 from .simulate import generate
-from .stats import ALPHA, ChiSquare, counts, joint_test, position_tests
+from .stats import ALPHA, ChiSquare, MeanTest, chi_square, counts, joint_test, mean_test, position_tests
 from .verify import verify
 
 DEFAULT_N = 300_000
 CHAIN_SEED = 20_241_130  # the chains of a scenario are fixed; --seed only changes the sampling
-REFERENCE_P = (0.5, 0.3, 0.15, 0.05)  # the textbook example: a = 0.7 against uniform q
+REFERENCE_P = theory.REFERENCE_P  # the textbook example: a = 0.7 against uniform q
+TOP_CELLS = 5  # cells listed in the explanation of a failure
+SAMPLED_N = 100_000  # sequences of a bug run only to explain a failure, when its exact law is unavailable
 
 
 class Scenario(NamedTuple):
@@ -49,6 +70,11 @@ class Scenario(NamedTuple):
     drafter_mode: str  # "sample" or "argmax" (a deterministic drafter, draft_probs=None)
     chains: str  # "random", "textbook", "zeros" or "greedy"
     description: str
+
+    @property
+    def covers(self) -> str:
+        """Which emitted tokens enter the L-token window, in words."""
+        return coverage(self)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -66,15 +92,97 @@ SCENARIOS: dict[str, Scenario] = {
                  "Half of every row of both chains is exactly 0: tokens one model can never produce."),
         Scenario("greedy", "Greedy target (temperature 0)", 4, 3, 3, False, "sample", "greedy",
                  "The target is one-hot on its argmax: the output must be plain greedy decoding."),
+        Scenario("bonus", "The bonus of full rows in view (L = K + 1)", 4, 4, 3, False, "sample", "random",
+                 "Random chains, 3 drafts per round, 4 tokens judged: a round accepting every draft shows its bonus."),
+        Scenario("one_draft", "One draft per round", 4, 3, 1, False, "sample", "random",
+                 "Random chains, 1 draft per round, 3 tokens judged: the bonus of full rows, round after round."),
+        Scenario("ragged_bonus", "Ragged rows, every bonus in view", 4, 4, 3, True, "sample", "random",
+                 "Each row drafts 0 to 3 tokens per round, 4 tokens judged: the bonus of every row shape is seen."),
     ]
 }  # fmt: skip
 
 # Where each bug shows; the rest are run on "reference".
 HOME: dict[str, tuple[str, ...]] = {
-    "wrong_bonus_row": ("ragged",),  # invisible when every row has K drafts
-    "no_bonus": ("reference", "textbook"),
+    "wrong_bonus_row": ("ragged", "ragged_bonus"),  # invisible when every row has K drafts
+    "no_bonus": ("reference", "textbook", "bonus"),
     "greedy_draft_sampled_q": ("deterministic",),
 }
+
+
+def bonus_shapes(sc: Scenario) -> tuple[int, ...]:
+    """The draft counts j whose row's bonus token can enter the L-token window: j + 1 <= L
+    (it is token j + 1 of a first round; later rounds start past token 1)."""
+    return tuple(j for j in (range(sc.K + 1) if sc.ragged else (sc.K,)) if j + 1 <= sc.L)
+
+
+def coverage(sc: Scenario) -> str:
+    """The emitted tokens scenario ``sc`` judges.
+
+    In the first round a row with j drafts emits tokens 1..j (drafts, or the replacement at the
+    first rejection) and its bonus as token j + 1; later rounds start past token 1. So the
+    window of L tokens sees the drafts and replacements at positions 1..min(K, L) and the bonus
+    of rows with j drafts exactly when j + 1 <= L.
+    """
+    shown = list(bonus_shapes(sc))
+    hidden = [j for j in (range(sc.K + 1) if sc.ragged else (sc.K,)) if j not in shown]
+    last = min(sc.K, sc.L)
+    kind = "argmax drafts" if sc.drafter_mode == "argmax" else "drafts"
+    parts = [f"{kind} and replacements at position{' 1' if last == 1 else f's 1..{last}'}"]
+    if shown:
+        if shown == [sc.K]:
+            rows = f"full rows ({sc.K} draft{'s' if sc.K > 1 else ''})"
+        else:
+            rows = "rows with " + ", ".join(map(str, shown)) + " drafts"
+        if sc.ragged and sc.K in shown:
+            rows += " (all row shapes)"
+        parts.append(f"the bonus of {rows}")
+    text = ", ".join(parts)
+    if hidden:
+        text += f"; NOT the bonus of full rows (token {sc.K + 1} > L = {sc.L})"
+    return text
+
+
+class Cell(NamedTuple):
+    """One cell of the joint law: the L tokens, its counts and its share of chi-square."""
+
+    tokens: str  # e.g. "0 2 1"
+    observed: int
+    expected: float  # N * law
+    contribution: float  # (observed - expected)^2 / expected; inf for an impossible cell
+
+
+class NearestBug(NamedTuple):
+    bug: str
+    tv: float  # TV(observed frequencies, the bug's law)
+    source: str  # "exact" (specviz.exact.verifier_law) or "sampled, N = ..."
+
+
+class Explanation(NamedTuple):
+    """Why a case failed, in the terms a reader can check."""
+
+    scenario: str
+    covers: str  # which emitted tokens the scenario judges
+    cells: list[Cell]  # the largest contributions to chi-square, impossible cells first
+    tv_to_target: float  # TV(observed frequencies, the target's law)
+    nearest: list[NearestBug]  # known bugs by TV to the observed law, nearest first
+    nearest_note: str  # where the bugs' laws came from, or why there are none
+
+    def lines(self) -> list[str]:
+        out = [f"scenario {self.scenario}: judges {self.covers}"]
+        if self.cells:
+            out.append("cells contributing most to chi-square (tokens: observed vs expected):")
+            for c in self.cells:
+                contrib = "impossible under the target" if math.isinf(c.contribution) else f"+{c.contribution:.1f}"
+                out.append(f'  "{c.tokens}": {c.observed:,} vs {c.expected:,.1f}  ({contrib})')
+        out.append(f"TV(observed, target) = {self.tv_to_target:.4f}")
+        if self.nearest:
+            near = ", ".join(f"{b.bug} {b.tv:.4f} ({b.source})" for b in self.nearest[:3])
+            out.append(f"nearest known bugs by TV to the observed law: {near}")
+            if self.nearest[0].tv >= self.tv_to_target:
+                out.append("no known bug's law is nearer than the target's: a mistake of another kind")
+        if self.nearest_note:
+            out.append(self.nearest_note)
+        return out
 
 
 class CaseResult(NamedTuple):
@@ -84,24 +192,58 @@ class CaseResult(NamedTuple):
     joint: ChiSquare
     first_token: ChiSquare
     positions: list[ChiSquare]
-    tokens_measured: float
-    tokens_theory: float
-    tokens_se: float
-    tokens_z: float
-    tokens_passed: bool
-    passed: bool  # joint and tokens both pass
+    tokens: MeanTest  # tokens per verification against the exact expectation
+    passed: bool  # joint and tokens tests both pass, whatever their power (see verdict)
     seconds: float
-    observed: np.ndarray  # (V**L,) joint counts
+    observed: np.ndarray  # (C,) joint counts in base-V order
     law: np.ndarray  # (V,) * L exact target law
+    n: int = 0  # sequences
+    needed_n: int | None = None  # N at which every test of the case would be conclusive
     error: str | None = None  # the verifier raised: the message
+    traceback: str | None = None  # ... and its traceback, from the verifier's own frames
+    explanation: Explanation | None = None  # set when a test fails
+
+    @property
+    def conclusive(self) -> bool:
+        return self.joint.conclusive and self.tokens.conclusive
+
+    @property
+    def failed(self) -> bool:
+        """A conclusive test failed (an impossible sample is conclusive)."""
+        return (not self.joint.passed and self.joint.conclusive) or (not self.tokens.passed and self.tokens.conclusive)
 
     @property
     def verdict(self) -> str:
+        """One of pass, FAIL, inconclusive (the verifier under test); caught, missed,
+        inconclusive (a bug); ERROR (the verifier raised)."""
         if self.error:
             return "ERROR"
-        if self.is_bug:
-            return "caught" if not self.passed else "missed"
-        return "pass" if self.passed else "FAIL"
+        if self.failed:
+            return "caught" if self.is_bug else "FAIL"
+        if not self.conclusive:
+            return "inconclusive"
+        return "missed" if self.is_bug else "pass"
+
+    # The tokens test under its former names.
+    @property
+    def tokens_measured(self) -> float:
+        return self.tokens.measured
+
+    @property
+    def tokens_theory(self) -> float:
+        return self.tokens.expected
+
+    @property
+    def tokens_se(self) -> float:
+        return self.tokens.se
+
+    @property
+    def tokens_z(self) -> float:
+        return self.tokens.z
+
+    @property
+    def tokens_passed(self) -> bool:
+        return self.tokens.passed
 
 
 def scenario_chains(scenario: Scenario) -> tuple[MarkovChain, MarkovChain]:
@@ -125,6 +267,40 @@ def get_scenario(name: str) -> Scenario:
         raise InputError("scenario", "one of " + ", ".join(SCENARIOS), repr(name)) from None
 
 
+def cell_tokens(code: int, V: int, L: int) -> str:
+    """The L tokens of cell ``code`` (base-V order, first token most significant): "0 2 1"."""
+    digits = []
+    for _ in range(L):
+        code, d = divmod(code, V)
+        digits.append(d)
+    return " ".join(map(str, reversed(digits)))
+
+
+@functools.lru_cache(maxsize=64)
+def _needed_n_law(name: str, alpha: float) -> int:
+    sc = SCENARIOS[name]
+    return stats.needed_n(scenario_chains(sc)[0].joint_law(sc.L), alpha=alpha)
+
+
+def _needed_n(sc: Scenario, tokens: MeanTest, n: int, rounds: int, alpha: float) -> int:
+    """N at which the joint test and the tokens test both become conclusive."""
+    need = _needed_n_law(sc.name, alpha)
+    per_seq = rounds / max(n, 1)  # verifications per sequence, as measured
+    if per_seq > 0:
+        need = max(need, math.ceil(tokens.needed_rounds / per_seq))
+    return int(need)
+
+
+def _sample(sc: Scenario, verifier: Callable[..., Any], *, n: int, seed: int, mode: str) -> _simulate.Simulation:
+    target, dchain = scenario_chains(sc)
+    # Theory: what a correct pipeline achieves with this drafter (a greedy drafter reports one-hot q).
+    theory_drafter = Drafter(dchain, "argmax" if mode != "sample" else "sample")
+    expected = theory.chain_expected_tokens(target, theory_drafter, sc.K)
+    rng = np.random.default_rng([seed, list(SCENARIOS).index(sc.name)])
+    return generate(verifier, target, Drafter(dchain, mode), n=n, L=sc.L, K=sc.K, rng=rng, ragged=sc.ragged,
+                    expected=expected)  # fmt: skip
+
+
 def run_case(
     scenario: Scenario | str,
     verifier: Callable[..., Any] = verify,
@@ -144,48 +320,138 @@ def run_case(
     if bug is not None:
         verifier = bug.verifier
     label = name or (bug.name if bug else getattr(verifier, "__name__", "verifier"))
-    target, dchain = scenario_chains(sc)
     mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
-    # Theory: what a correct pipeline achieves with this drafter (a greedy drafter reports one-hot q).
-    theory_drafter = Drafter(dchain, "argmax" if mode != "sample" else "sample")
-    expected = theory.chain_expected_tokens(target, theory_drafter, sc.K)
-    law = target.joint_law(sc.L)
+    law = scenario_chains(sc)[0].joint_law(sc.L)
     t0 = time.perf_counter()
-    rng = np.random.default_rng([seed, list(SCENARIOS).index(sc.name)])
     try:
-        sim = generate(verifier, target, Drafter(dchain, mode), n=int(n), L=sc.L, K=sc.K, rng=rng,
-                       ragged=sc.ragged, expected=expected)  # fmt: skip
+        sim = _sample(sc, verifier, n=int(n), seed=int(seed), mode=mode)
     except Exception as e:  # a user's verifier may raise anything: report it as the case's result
-        return _error_case(sc, label, bug is not None, law, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
-    joint = joint_test(sim.sequences, law, alpha=alpha)
+        return _error_case(sc, label, bug is not None, law, int(n), e, time.perf_counter() - t0, alpha)
+    observed = counts(sim.sequences, sc.V, sc.L)
+    joint = chi_square(observed, law.ravel(), alpha=alpha)  # joint_test, without counting twice
     positions = position_tests(sim.sequences, law, alpha=alpha)
-    se = max(sim.tokens_per_round_se, 1e-12)
-    z = (sim.tokens_per_round - sim.expected_tokens_per_round) / se
-    tokens_ok = bool(abs(z) <= sps.norm.isf(alpha / 2))
-    return CaseResult(
+    tokens = mean_test(sim.tokens_per_round, sim.expected_tokens_per_round, sim.tokens_per_round_se,
+                       sim.num_verifications, alpha=alpha)  # fmt: skip
+    res = CaseResult(
         scenario=sc.name,
         verifier=label,
         is_bug=bug is not None,
         joint=joint,
         first_token=positions[0],
         positions=positions,
-        tokens_measured=sim.tokens_per_round,
-        tokens_theory=sim.expected_tokens_per_round,
-        tokens_se=sim.tokens_per_round_se,
-        tokens_z=float(z),
-        tokens_passed=tokens_ok,
-        passed=bool(joint.passed and tokens_ok),
+        tokens=tokens,
+        passed=bool(joint.passed and tokens.passed),
         seconds=time.perf_counter() - t0,
-        observed=counts(sim.sequences, sc.V, sc.L),
+        observed=observed,
         law=law,
+        n=int(n),
+        needed_n=_needed_n(sc, tokens, int(n), sim.num_verifications, alpha),
     )
+    if not res.passed:
+        res = res._replace(explanation=explain(res))
+    return res
 
 
-def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, msg: str, secs: float) -> CaseResult:
+def _harness_files() -> set[str]:
+    return {os.path.abspath(__file__), os.path.abspath(_simulate.__file__)}
+
+
+def verifier_traceback(e: BaseException) -> str:
+    """The traceback of ``e`` from the first frame outside this harness (prove, simulate)."""
+    tb = e.__traceback__
+    skip = _harness_files()
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb)).rstrip()
+
+
+def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int, e: Exception, secs: float,
+                alpha: float) -> CaseResult:  # fmt: skip
     nan = float("nan")
-    empty = ChiSquare(nan, 0, nan, nan, ALPHA, nan, nan, 0.99, 0, 0, 0, False)
-    return CaseResult(sc.name, label, is_bug, empty, empty, [], nan, nan, nan, nan, False, False, secs,
-                      np.zeros(law.size), law, msg)  # fmt: skip
+    empty = ChiSquare(nan, 0, nan, nan, alpha, nan, nan, stats.POWER, 0, 0, 0, False)
+    tokens = MeanTest(nan, nan, nan, nan, 0, alpha, nan, stats.POWER, False, False)
+    return CaseResult(sc.name, label, is_bug, empty, empty, [], tokens, False, secs, np.zeros(law.size), law,
+                      n=n, error=f"{type(e).__name__}: {e}", traceback=verifier_traceback(e))  # fmt: skip
+
+
+def top_cells(observed: np.ndarray, law: np.ndarray, k: int = TOP_CELLS) -> list[Cell]:
+    """The k cells with the largest chi-square terms, cells the target cannot produce first."""
+    law = np.asarray(law)
+    V, L = law.shape[0], law.ndim
+    obs = np.asarray(observed, dtype=np.float64).ravel()
+    p0 = law.ravel()
+    exp = obs.sum() * p0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        contrib = np.where(exp > 0, (obs - exp) ** 2 / np.where(exp > 0, exp, 1), np.where(obs > 0, np.inf, 0.0))
+    order = np.argsort(-contrib, kind="stable")[:k]
+    return [Cell(cell_tokens(int(i), V, L), int(obs[i]), float(exp[i]), float(contrib[i]))
+            for i in order if contrib[i] > 0]  # fmt: skip
+
+
+def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str = "") -> Explanation:
+    """Which cells and tokens-per-step figures make ``res`` fail; ``nearest`` bugs if known."""
+    sc = SCENARIOS[res.scenario]
+    obs = np.asarray(res.observed, dtype=np.float64)
+    tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
+    return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note)
+
+
+@functools.lru_cache(maxsize=128)
+def exact_bug_law(scenario: str, bug: str) -> np.ndarray | None:
+    """The exact law (C,) of ``bug`` in a scenario by :func:`specviz.exact.verifier_law`, or
+    None where it refuses (too large, a ragged scenario it does not model, ...)."""
+    sc, b = SCENARIOS[scenario], BUGS[bug]
+    target, dchain = scenario_chains(sc)
+    # Ragged rounds draw each row's count uniformly from 0..K: verifier_law takes that as a sequence.
+    num_draft: Any = range(sc.K + 1) if sc.ragged else sc.K
+    try:
+        from .exact import verifier_law
+
+        res = verifier_law(b.verifier, target, Drafter(dchain, b.drafter_mode or sc.drafter_mode), L=sc.L,
+                           num_draft=num_draft, K=sc.K)  # fmt: skip
+        law = np.asarray(getattr(res, "law", res), dtype=np.float64).ravel()
+        unresolved = float(getattr(res, "unresolved", 0.0))
+    except Exception:  # refused or failed: the caller falls back to a sampled law
+        return None
+    if law.size != sc.V**sc.L or not np.isfinite(law).all() or abs(law.sum() - 1) > 1e-9 or unresolved > 1e-9:
+        return None
+    return law
+
+
+def nearest_bugs(
+    res: CaseResult, controls: Iterable[CaseResult] = (), *, seed: int = 0, alpha: float = ALPHA
+) -> tuple[list[NearestBug], str]:
+    """Known bugs (those that change the law) ordered by TV between their law and the observed
+    one. Exact laws where :func:`specviz.exact.verifier_law` answers; otherwise the bug
+    controls' sampled laws in the same scenario (run here at the case's N when absent)."""
+    sc = SCENARIOS[res.scenario]
+    target_law = res.law.ravel()
+    freq = np.asarray(res.observed, dtype=np.float64) / max(float(np.sum(res.observed)), 1.0)
+    by_bug = {c.verifier: c for c in controls if c.is_bug and c.scenario == sc.name and not c.error}
+    out, sampled = [], []
+    for b in BUGS.values():
+        if not b.changes_law:
+            continue
+        law = exact_bug_law(sc.name, b.name)
+        if law is not None:
+            if 0.5 * np.abs(law - target_law).sum() < 1e-9:
+                continue  # the bug does not change the law in this scenario
+            out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), "exact"))
+            continue
+        ctrl = by_bug.get(b.name) or run_case(sc, n=min(max(res.n, 1), SAMPLED_N), seed=seed, bug=b, alpha=alpha)
+        if ctrl.error:
+            continue
+        if ctrl.conclusive and not ctrl.failed:
+            continue  # invisible in this scenario: its law is the target's as far as N can tell
+        law = ctrl.observed / max(ctrl.observed.sum(), 1.0)
+        out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), f"sampled, N = {ctrl.n:,}"))
+        sampled.append(b.name)
+    out.sort(key=lambda x: x.tv)
+    note = ""
+    if sampled:
+        note = ("exact law unavailable for " + ", ".join(sampled) + " here: their sampled laws are used, "
+                "so those TVs include sampling noise in both laws")  # fmt: skip
+    return out, note
 
 
 class Case(NamedTuple):
@@ -196,9 +462,18 @@ class Case(NamedTuple):
 def plan(
     scenarios: Iterable[str] | None = None, bugs: Iterable[str] | None = None, *, matrix: bool = False
 ) -> list[Case]:
-    """The cases to run: the verifier in every scenario, each bug where it shows."""
+    """The cases to run: the verifier in every scenario, each bug where it shows.
+
+    ``bugs=None`` runs every bug that can show in the chosen scenarios (one that needs ragged
+    rows is left out when none is ragged); named bugs always run, in the chosen scenarios when
+    none of their homes is among them.
+    """
     scs = list(SCENARIOS) if scenarios is None else [get_scenario(s).name for s in scenarios]
-    bug_names = list(BUGS) if bugs is None else list(bugs)
+    if bugs is None:
+        any_ragged = any(SCENARIOS[s].ragged for s in scs)
+        bug_names = [b.name for b in BUGS.values() if any_ragged or not b.needs_ragged]
+    else:
+        bug_names = list(bugs)
     for b in bug_names:
         if b not in BUGS:
             raise InputError("bugs", "names from: " + ", ".join(BUGS), repr(b))
@@ -211,8 +486,16 @@ def plan(
 
 class SuiteResult(NamedTuple):
     results: list[CaseResult]
-    ok: bool  # the verifier passed every case and every bug was caught somewhere
-    failures: list[str]  # why not ok, one line each
+    ok: bool  # the verifier passed every case and every bug run was caught somewhere
+    failures: list[str]  # why not ok, one line each (empty when merely inconclusive)
+    controls: list[str]  # the bugs run as negative controls (empty: none ran)
+    inconclusive: list[str]  # cases whose tests lack the power to speak, one line each
+    needed_n: int | None  # N at which every case would be conclusive, when some is not
+
+    @property
+    def verdict(self) -> str:
+        """One of ok, FAIL (something failed, raised or a bug was missed) or inconclusive."""
+        return "FAIL" if self.failures else "inconclusive" if self.inconclusive else "ok"
 
 
 def run_suite(
@@ -225,6 +508,8 @@ def run_suite(
     alpha: float = ALPHA,
     progress: Callable[[int, int, CaseResult], None] | None = None,
 ) -> SuiteResult:
+    if not cases:
+        raise InputError("scenarios", "at least one case to run", "none selected")
     results = []
     for i, case in enumerate(cases):
         bug = BUGS[case.bug] if case.bug else None
@@ -233,28 +518,152 @@ def run_suite(
         results.append(res)
         if progress:
             progress(i + 1, len(cases), res)
-    if not cases:
-        raise InputError("scenarios", "at least one case to run", "none selected")
-    failures = [f"{r.verifier} {'failed' if not r.error else 'raised'} on {r.scenario}"
-                + (f": {r.error}" if r.error else "") for r in results if not r.is_bug and not r.passed]  # fmt: skip
-    # A pass proves nothing when the test could not have failed: too few samples for any power.
-    powerless = [r for r in results if not r.is_bug and not r.error and not np.isfinite(r.joint.detectable_tv)]
-    failures += [f"{r.verifier} on {r.scenario}: N = {n:,} is too small for the test to detect anything"
-                 for r in powerless]  # fmt: skip
-    for b in dict.fromkeys(c.bug for c in cases if c.bug):
+    controls = [r for r in results if r.is_bug]
+    for i, r in enumerate(results):  # a failing verdict explains itself, nearest known bug included
+        if not r.is_bug and r.verdict == "FAIL":
+            near, note = nearest_bugs(r, controls, seed=seed, alpha=alpha)
+            results[i] = r._replace(explanation=explain(r, near, note))
+    failures = []
+    for r in results:
+        if not r.is_bug and r.verdict == "ERROR":
+            failures.append(f"{r.verifier} raised on {r.scenario}: {r.error}")
+        elif not r.is_bug and r.verdict == "FAIL":
+            failures.append(f"{r.verifier} failed on {r.scenario}")
+        elif r.is_bug and r.verdict == "ERROR":
+            failures.append(f"bug control {r.verifier} raised on {r.scenario}: {r.error}")
+    inconclusive = [f"{r.verifier} on {r.scenario}: N = {r.n:,} is too small, need N >= {r.needed_n:,}"
+                    for r in results if r.verdict == "inconclusive"]  # fmt: skip
+    control_names = list(dict.fromkeys(c.bug for c in cases if c.bug))
+    for b in control_names:
         mine = [r for r in results if r.is_bug and r.verifier == b]
-        if all(r.passed for r in mine):
+        if any(r.verdict == "caught" for r in mine):
+            continue
+        if all(r.verdict == "missed" for r in mine):
             failures.append(f"{b} was not caught in {', '.join(r.scenario for r in mine)}")
-    return SuiteResult(results, not failures, failures)
+    needs = [r.needed_n for r in results if r.verdict == "inconclusive" and r.needed_n]
+    return SuiteResult(results, not failures and not inconclusive, failures, control_names, inconclusive,
+                       max(needs) if needs else None)  # fmt: skip
+
+
+def case_record(r: CaseResult) -> dict[str, Any]:
+    """Every field of a case as plain JSON-ready data: what ``prove --json`` prints and what an
+    app page offers for download. Cells are keyed by their tokens ("0 2 1")."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, (bool, np.bool_)):
+            return bool(x)
+        if isinstance(x, (int, np.integer)):
+            return int(x)
+        if isinstance(x, (float, np.floating)):
+            return float(x) if math.isfinite(x) else None
+        return x
+
+    def chi(c: Any) -> dict[str, Any]:
+        return {**{k: clean(v) for k, v in c._asdict().items()}, "conclusive": c.conclusive}
+
+    sc = SCENARIOS[r.scenario]
+    V, L = sc.V, sc.L
+    names = [cell_tokens(i, V, L) for i in range(V**L)]
+    n_obs = float(np.sum(r.observed))
+    ex = r.explanation
+    return {
+        "scenario": r.scenario,
+        "covers": sc.covers,
+        "verifier": r.verifier,
+        "is_bug": r.is_bug,
+        "verdict": r.verdict,
+        "n": r.n,
+        "needed_n": r.needed_n,
+        "V": V, "L": L, "K": sc.K, "ragged": sc.ragged,
+        "tokens_test": None if r.error else {**{k: clean(v) for k, v in r.tokens._asdict().items()},
+                                             "needed_rounds": r.tokens.needed_rounds},
+        "joint": chi(r.joint),
+        "first_token": chi(r.first_token),
+        "positions": [chi(p) for p in r.positions],
+        "tokens_per_step": {"measured": clean(r.tokens.measured), "theory": clean(r.tokens.expected),
+                            "se": clean(r.tokens.se), "z": clean(r.tokens.z), "passed": r.tokens.passed},
+        "counts": [int(v) for v in r.observed],  # (C,) in base-V order, as "cells"
+        "law": [float(v) for v in r.law.ravel()],
+        "cells": [{"sequence": c, "observed": int(o), "exact_probability": float(p), "expected_count": n_obs * float(p)}
+                  for c, o, p in zip(names, r.observed, r.law.ravel(), strict=True)],
+        "explanation": None if ex is None else {
+            "scenario": ex.scenario, "covers": ex.covers, "tv_to_target": clean(ex.tv_to_target),
+            "cells": [{k: clean(v) for k, v in c._asdict().items()} for c in ex.cells],
+            "nearest_bugs": [{k: clean(v) for k, v in b._asdict().items()} for b in ex.nearest],
+            "note": ex.nearest_note,
+        },
+        "seconds": round(r.seconds, 3),
+        "error": r.error,
+        "traceback": r.traceback,
+    }  # fmt: skip
 
 
 class Calibration(NamedTuple):
     trials: int
-    rejections: int  # runs whose joint test rejected at level alpha
+    rejections: int  # runs whose test rejected at level alpha
     rate: float
     alpha: float
+    ci_low: float  # Clopper-Pearson 95% interval for the rejection rate
+    ci_high: float
     binom_p: float  # two-sided binomial test of rejections ~ Binomial(trials, alpha)
+    critical: int  # this many rejections or more: the rate is far above alpha (one-sided, level 0.001)
+    far_above: bool  # rejections >= critical
     consistent: bool  # binom_p above the level of this meta-test (0.001)
+
+
+CALIBRATION_LEVEL = 0.001  # level of the meta-test on the rejection count
+
+
+def rejection_critical(trials: int, alpha: float, level: float = CALIBRATION_LEVEL) -> int:
+    """Smallest c with P(Binomial(trials, alpha) >= c) <= level: that many rejections of honest
+    runs is evidence at ``level`` that the test rejects more often than alpha."""
+    return int(sps.binom.isf(level, trials, alpha)) + 1
+
+
+GofTest = Callable[[np.ndarray, np.ndarray, float], bool]  # (sequences (N, L), law (V,)*L, alpha) -> passed
+
+
+def joint_passes(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
+    """The suite's own test: the joint chi-square, small cells pooled."""
+    return joint_test(sequences, law, alpha=alpha).passed
+
+
+def rejection_rate(rejections: int, trials: int, alpha: float) -> Calibration:
+    """A rejection count of honest runs against the level alpha, with its Clopper-Pearson interval."""
+    bt = sps.binomtest(rejections, trials, alpha)
+    ci = bt.proportion_ci(confidence_level=0.95, method="exact")
+    crit = rejection_critical(trials, alpha)
+    p = float(bt.pvalue)
+    return Calibration(trials, rejections, rejections / trials, alpha, float(ci.low), float(ci.high), p, crit,
+                       rejections >= crit, p > CALIBRATION_LEVEL)  # fmt: skip
+
+
+def calibrate_tests(
+    tests: dict[str, GofTest],
+    scenario: str = "reference",
+    *,
+    seeds: Iterable[int] = range(100),
+    n: int = 100_000,
+    alpha: float = 0.01,
+    bug: Bug | None = None,
+    verifier: Callable[..., Any] = verify,
+) -> dict[str, Calibration]:
+    """:func:`calibrate` for several tests on the same samples (one simulation per seed)."""
+    sc = get_scenario(scenario)
+    seeds = list(seeds)
+    if not seeds:
+        raise InputError("seeds", "at least one seed", "none")
+    if int(n) < 1:
+        raise InputError("n", "at least 1 sequence", str(n))
+    law = scenario_chains(sc)[0].joint_law(sc.L)
+    fn = bug.verifier if bug else verifier
+    mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
+    rejected = dict.fromkeys(tests, 0)
+    for s in seeds:
+        seqs = _sample(sc, fn, n=int(n), seed=s, mode=mode).sequences
+        for name, test in tests.items():
+            rejected[name] += not test(seqs, law, alpha)
+    return {name: rejection_rate(r, len(seeds), alpha) for name, r in rejected.items()}
 
 
 def calibrate(
@@ -264,13 +673,15 @@ def calibrate(
     n: int = 100_000,
     alpha: float = 0.01,
     bug: Bug | None = None,
+    verifier: Callable[..., Any] = verify,
+    test: GofTest = joint_passes,
 ) -> Calibration:
-    """How often the joint test rejects the correct verifier at level alpha, over many seeds.
+    """How often a test (default: the joint chi-square) rejects at level alpha over many seeds.
 
-    A calibrated test rejects in about a fraction alpha of honest runs: too often means the
-    chi-square approximation (or the pooling) is off, too rarely means it is conservative.
+    For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
+    too often means the chi-square approximation (or the pooling) is off, too rarely means it
+    is conservative. ``test`` replaces the joint test (to check that a miscalibrated one is
+    detected); ``bug`` or ``verifier`` replace the verifier.
     """
-    seeds = list(seeds)
-    rejected = sum(not run_case(scenario, n=n, seed=s, alpha=alpha, bug=bug).joint.passed for s in seeds)
-    p = float(sps.binomtest(rejected, len(seeds), alpha).pvalue)
-    return Calibration(len(seeds), rejected, rejected / len(seeds), alpha, p, p > 0.001)
+    return calibrate_tests({"test": test}, scenario, seeds=seeds, n=n, alpha=alpha, bug=bug,
+                           verifier=verifier)["test"]  # fmt: skip

@@ -1,11 +1,65 @@
-"""Calibration of the joint test (slow: run with `python -m pytest -m slow`)."""
+"""The false-alarm rate of the joint test, measured in every run of the suite (issue 7, item 4).
+
+Fast version: 200 honest runs of 1,000 sequences on ``one_draft`` (64 cells, small cells
+pooled) at level 0.05, so about 10 rejections are expected (13 with these seeds). The stated
+critical value: 22 or more rejections of 200 has probability <= 0.001 under
+Binomial(200, 0.05), so it means "the rate is far above the level". Two deliberately
+miscalibrated tests run on the same samples and must cross it: Pearson's statistic without
+pooling small cells (the chi-square approximation breaks; 36 of 200) and the right statistic
+against the critical value of 8 fewer degrees of freedom (73 of 200). A broken verifier must
+cross it too. The slow tests repeat the measurement at the suite's own sizes.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from scipy import stats as sps
 
 from specviz.bugs import BUGS
-from specviz.prove import calibrate
+from specviz.prove import calibrate, calibrate_tests, joint_passes, rejection_critical
+from specviz.stats import chi_square, counts, joint_test
+
+TRIALS, N, ALPHA = 200, 1000, 0.05
+
+
+def no_pooling(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
+    """Pearson's statistic on every cell, however small its expected count."""
+    return chi_square(counts(sequences, law.shape[0], law.ndim), law.ravel(), alpha=alpha, min_expected=0.0).passed
+
+
+def dof_too_small(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
+    """The right statistic against the critical value of 8 fewer degrees of freedom."""
+    r = joint_test(sequences, law, alpha=alpha)
+    return r.statistic <= sps.chi2.isf(alpha, max(r.dof - 8, 1))
+
+
+def test_stated_critical_value():
+    assert rejection_critical(TRIALS, ALPHA) == 22
+    assert sps.binom.sf(21, TRIALS, ALPHA) <= 0.001 < sps.binom.sf(20, TRIALS, ALPHA)
+
+
+@pytest.fixture(scope="module")
+def fast():
+    tests = {"joint": joint_passes, "no_pooling": no_pooling, "dof_too_small": dof_too_small}
+    return calibrate_tests(tests, "one_draft", seeds=range(TRIALS), n=N, alpha=ALPHA)
+
+
+def test_false_alarm_rate_is_not_far_above_the_level(fast):
+    cal = fast["joint"]
+    assert cal.trials == TRIALS and cal.critical == 22
+    assert not cal.far_above, cal
+    assert cal.ci_low <= ALPHA <= cal.ci_high, cal  # and the level lies in its 95% interval
+
+
+@pytest.mark.parametrize("name", ["no_pooling", "dof_too_small"])
+def test_negative_control_a_miscalibrated_test_is_flagged(fast, name):
+    assert fast[name].far_above, fast[name]
+
+
+def test_negative_control_a_broken_verifier_is_flagged():
+    cal = calibrate("one_draft", seeds=range(40), n=N, alpha=ALPHA, bug=BUGS["resample_from_p"])
+    assert cal.far_above and cal.rejections == 40, cal
 
 
 @pytest.mark.slow

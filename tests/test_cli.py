@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from specviz.cli import main
+from specviz.prove import SCENARIOS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -42,22 +45,65 @@ def test_table_output_lists_every_column():
     assert "no_bonus" in r.stdout and "caught" in r.stdout and "OK:" in r.stdout
 
 
-def test_user_verifier_correct_passes():
+def test_user_verifier_correct_passes_with_negative_controls_beside_it():
     r = prove("--n", "50000", "--verifier", "tests.user_verifiers:correct", "--scenarios", "reference,zeros")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tests.user_verifiers:correct" in r.stdout
+    # The bugs ran on these very scenarios, and the output says which ran and what they showed.
+    assert "Negative controls: 7 of 7 bugs run on these scenarios were caught" in r.stdout
+    assert "not run: wrong_bonus_row" in r.stdout  # it needs ragged rows, and none was chosen
+    for b in ("resample_from_p", "shared_uniform", "no_bonus"):
+        assert f"reference     {b}" in r.stdout
+
+
+def test_no_controls_is_said_plainly_and_never_called_caught():
+    r = prove("--n", "50000", "--verifier", "tests.user_verifiers:correct", "--scenarios", "reference",
+              "--bugs", "none", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["negative_controls"]["run"] == [] and "NOT RUN" in out["negative_controls"]["note"]
+    assert "caught" not in out["summary"] and all(not c["is_bug"] for c in out["cases"])
+    t = prove("--n", "50000", "--scenarios", "reference", "--bugs", "none")
+    assert t.returncode == 0 and "Negative controls: NOT RUN (--bugs none)" in t.stdout
+    assert "caught" not in t.stdout.split("Negative controls")[1]
 
 
 @pytest.mark.parametrize("name", ["broken", "crashes", "wrong_shape"])
 def test_user_verifier_broken_exits_nonzero(name):
-    r = prove("--n", "50000", "--verifier", f"tests.user_verifiers:{name}", "--scenarios", "reference")
+    r = prove("--n", "50000", "--verifier", f"tests.user_verifiers:{name}", "--scenarios", "reference",
+              "--bugs", "none")  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
     assert "NOT OK" in r.stdout
     if name != "broken":
         assert "ERROR" in r.stdout
 
 
-def test_bad_arguments_exit_2_with_a_message():
+def test_a_crash_shows_the_verifiers_own_traceback():
+    r = prove("--n", "1000", "--verifier", "tests.user_verifiers:crashes", "--scenarios", "reference",
+              "--bugs", "none")  # fmt: skip
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stdout and "in _inner_helper" in r.stdout
+    assert 'raise RuntimeError("out of cheese")' in r.stdout
+    j = prove("--n", "1000", "--verifier", "tests.user_verifiers:crashes", "--scenarios", "reference",
+              "--bugs", "none", "--json")  # fmt: skip
+    case = json.loads(j.stdout)["cases"][0]
+    assert case["verdict"] == "ERROR" and "in _inner_helper" in case["traceback"]
+
+
+def test_a_failure_explains_itself():
+    r = prove("--verifier", "tests.user_verifiers:bonus_from_q", "--scenarios", "reference,bonus", "--bugs", "none")
+    assert r.returncode == 1, r.stdout + r.stderr
+    block = r.stdout.split("FAIL bonus / tests.user_verifiers:bonus_from_q:")[1]
+    assert "judges drafts and replacements at positions 1..3, the bonus of full rows" in block
+    assert "cells contributing most to chi-square" in block
+    cell = block.split("cells contributing most to chi-square")[1].splitlines()[1]
+    assert len(cell.split('"')[1].split()) == 4 and " vs " in cell  # "a b c d": observed vs expected
+    assert "tokens per step: measured" in block and "vs exact" in block
+    assert "nearest known bugs by TV" in block
+    assert "FAIL reference" not in r.stdout  # the reference scenario passes it: L = K hides the bonus
+
+
+def test_bad_arguments_exit_2_with_a_message(capsys):
     for args, msg in [(["--verifier", "nomodule"], "--verifier: expected module:function"),
                       (["--verifier", "no_such_mod:f"], "--verifier: expected an importable module"),
                       (["--scenarios", "moon"], "scenario: expected one of reference"),
@@ -65,16 +111,29 @@ def test_bad_arguments_exit_2_with_a_message():
                       (["--n", "0"], "--n: expected at least 1"),
                       (["--scenarios", "none"], "--scenarios: expected at least one case"),
                       (["--seed", "-1"], "--seed: expected a non-negative integer")]:  # fmt: skip
-        r = prove(*args)
-        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+        code = main(["prove", "--quiet", *args])  # in-process: argument checks come before any run
+        err = capsys.readouterr().err
+        assert code == 2 and msg in err, (args, err)
 
 
-def test_list_command():
+def test_list_command_states_what_each_scenario_judges():
     r = subprocess.run([sys.executable, "-m", "specviz", "list"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "shared_uniform" in r.stdout and "ragged" in r.stdout
+    judged = [line for line in r.stdout.splitlines() if "judges:" in line]
+    assert len(judged) == len(SCENARIOS)
+    assert sum("NOT the bonus of full rows" in line for line in judged) == 6
+    assert any("the bonus of full rows (1 draft)" in line for line in judged)
+    assert any("(all row shapes)" in line for line in judged)
 
 
-def test_a_pass_with_no_power_is_not_ok():
-    # Three sequences cannot test a 64-cell law: even a broken verifier "passes", so not OK.
+def test_no_power_means_inconclusive_with_the_n_needed():
+    # Three sequences cannot test a 64-cell law: even a broken verifier "passes", so inconclusive.
     r = prove("--n", "3", "--verifier", "tests.user_verifiers:broken", "--scenarios", "reference")
-    assert r.returncode == 1 and "too small for the test to detect anything" in r.stdout, r.stdout
+    assert r.returncode == 3, r.stdout
+    assert "inconclusive: N too small, need N >= " in r.stdout and "OK" not in r.stdout.replace("NOT OK", "")
+    need = int(r.stdout.split("need N >= ")[1].split()[0].replace(",", ""))
+    j = prove("--n", "3", "--verifier", "tests.user_verifiers:broken", "--scenarios", "reference", "--json")
+    out = json.loads(j.stdout)
+    assert out["verdict"] == "inconclusive" and out["needed_n"] == need > 3
+    assert {c["verdict"] for c in out["cases"]} == {"inconclusive"}
+    assert all(c["needed_n"] > 3 for c in out["cases"])

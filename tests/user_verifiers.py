@@ -1,11 +1,193 @@
-"""Stand-ins for a user's own verifiers, loaded by `prove --verifier tests.user_verifiers:NAME`."""
+"""Stand-ins for a user's own verifiers, loaded by `prove --verifier tests.user_verifiers:NAME`.
+
+# B rows, K drafts (padded width), V vocabulary
+
+``own_rule`` is an independent NumPy implementation of the rule, written from the contract
+(not from specviz.verify), with one switch per step. Each *mutant* below is that rule with
+exactly one step wrong, the way a real implementation goes wrong; each *variant* is a
+different but correct way to write a step. ``MUTANTS`` and ``VARIANTS`` list them for the
+tests, with the row shapes on which each mutant differs from the rule.
+"""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from specviz import verify
 from specviz.bugs import BUGS
+
+ATOM = 0.05  # coin_atom_at_zero: mass of the coin at exactly 0
+
+
+class Result(NamedTuple):
+    """What a verifier must return (the fields prove reads), and nothing more."""
+
+    tokens: np.ndarray  # (B, K+1) emitted tokens, -1 after num_tokens
+    num_tokens: np.ndarray  # (B,)
+    num_accepted: np.ndarray  # (B,)
+
+
+def _draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse CDF, one token per row: weights (B, V) with positive sums, u (B,) -> (B,)."""
+    cdf = np.cumsum(w, axis=1)
+    tok = np.count_nonzero(cdf <= (u * cdf[:, -1])[:, None], axis=1)
+    last = w.shape[1] - 1 - np.argmax(w[:, ::-1] > 0, axis=1)  # never past the last token with mass
+    return np.minimum(tok, last)
+
+
+def own_rule(
+    target_probs: Any,
+    draft_probs: Any,
+    draft_tokens: Any,
+    num_draft: Any,
+    *,
+    rng: np.random.Generator | None = None,
+    uniforms: Any = None,
+    coin: str = "fresh",  # fresh | shared | atom_at_zero | one_minus | doubled
+    compare: str = "<",  # < | <=
+    count: str = "run",  # run | all (keep drafts after a rejection)
+    residual: str = "clamped",  # clamped | unclamped | p | keeps_draft (p when draft_probs is None)
+    draw_coin: str = "fresh",  # fresh | reused (the rejecting coin) | last_accept (bonus uses u_{j-1})
+    bonus: str = "row_j",  # row_j | row_k_minus_1 | q | row_k | short_plus_1 | empty_row_k
+    reads_padding: bool = False,  # verify all K positions whatever num_draft says
+) -> Result:
+    P = np.asarray(target_probs, dtype=np.float64)  # (B, K+1, V)
+    B, K1, V = P.shape
+    K = K1 - 1
+    X = np.asarray(draft_tokens, dtype=np.int64).reshape(B, K)
+    J = np.asarray(num_draft, dtype=np.int64).reshape(B)
+    if reads_padding:
+        J = np.full(B, K, dtype=np.int64)
+    Q = np.eye(V)[np.clip(X, 0, V - 1)] if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
+    if uniforms is None:
+        rng = np.random.default_rng() if rng is None else rng
+        ua, us = rng.random((B, K)), rng.random(B)
+    else:
+        ua, us = np.asarray(uniforms[0], dtype=np.float64), np.asarray(uniforms[1], dtype=np.float64)
+    c = {"fresh": ua, "shared": np.repeat(ua[:, :1], K, axis=1), "atom_at_zero": np.maximum(ua - ATOM, 0.0),
+         "one_minus": 1.0 - ua, "doubled": (2.0 * ua) % 1.0}[coin]  # fmt: skip
+    pos = np.arange(K)
+    valid = pos[None, :] < J[:, None]  # (B, K)
+    Xs = np.where(valid, X, 0)
+    bi = np.arange(B)[:, None]
+    px, qx = P[bi, pos[None, :], Xs], Q[bi, pos[None, :], Xs]  # (B, K)
+    passed = (c * qx < px) if compare == "<" else (c * qx <= px)
+    passed &= valid & (qx > 0)
+    first = np.cumprod(passed, axis=1).sum(axis=1)  # (B,) first rejected position, or J
+    rejected = first < J
+    b = np.arange(B)
+    if count == "run":
+        n = first
+        emitted = np.where(pos[None, :] < n[:, None], X, -1)
+    else:  # every draft whose coin passed, in order
+        n = passed.sum(axis=1)
+        order = np.argsort(np.where(passed, pos[None, :], K + pos[None, :]), axis=1, kind="stable")
+        emitted = np.where(pos[None, :] < n[:, None], np.take_along_axis(X, order, axis=1), -1)
+    # The row each batch row draws its last token from, and with which uniform.
+    at = np.minimum(first, K)
+    row = P[b, at].copy()  # (B, V): the bonus row p_j, or p at the rejected position
+    bon = ~rejected
+    if bonus == "row_k_minus_1" and K:
+        row[bon] = P[bon, K - 1]
+    elif bonus == "q":
+        has = bon & (J > 0)
+        row[has] = Q[has, J[has] - 1]
+    elif bonus == "row_k":
+        row[bon] = P[bon, K]
+    elif bonus == "short_plus_1":
+        short = bon & (J < K)
+        row[short] = P[short, J[short] + 1]
+    elif bonus == "empty_row_k":
+        empty = bon & (J == 0)
+        row[empty] = P[empty, K]
+    u = us.copy()
+    if draw_coin == "reused":
+        u[rejected] = c[rejected, first[rejected]]
+    elif draw_coin == "last_accept":
+        has = bon & (J > 0)
+        u[has] = c[has, J[has] - 1]
+    r = np.flatnonzero(rejected)
+    qrow = Q[r, first[r]]  # (R, V)
+    token = np.empty(B, dtype=np.int64)
+    if r.size and residual == "unclamped":
+        diff = row[r] - qrow
+        mass = np.maximum(diff, 0).sum(axis=1)
+        above = np.cumsum(diff, axis=1) > (u[r] * mass)[:, None]
+        token[r] = np.where(above.any(axis=1), np.argmax(above, axis=1), V - 1)
+    elif r.size:
+        if residual == "clamped" or (residual == "keeps_draft" and draft_probs is not None):
+            res = np.maximum(row[r] - qrow, 0.0)
+            empty = res.sum(axis=1) <= 0  # p == q: unreachable in exact arithmetic; fall back to p
+            res[empty] = row[r][empty]
+            row[r] = res
+        token[r] = _draw(row[r], u[r])
+    k = np.flatnonzero(~rejected)
+    if k.size:
+        token[k] = _draw(row[k], u[k])
+    tokens = np.full((B, K + 1), -1, dtype=np.int64)
+    tokens[:, :K] = emitted
+    tokens[b, n] = token
+    return Result(tokens, n + 1, n)
+
+
+def _variant(name: str, doc: str, **wrong: Any) -> Callable[..., Result]:
+    fn = functools.partial(own_rule, **wrong)
+    fn.__name__ = name  # type: ignore[attr-defined]
+    fn.__doc__ = doc
+    return fn
+
+
+class Mutant(NamedTuple):
+    name: str
+    doc: str
+    wrong: dict[str, Any]
+    shapes: str  # "all": wrong on full rows too; "ragged": only on rows with fewer than K drafts
+    bonus_only: bool  # wrong only in the bonus token: invisible to every L = K scenario without short rows
+
+
+MUTANTS: list[Mutant] = [
+    Mutant("bonus_row_k_minus_1", "Bonus drawn from target row K-1 (the last draft's row), not row num_draft.",
+           {"bonus": "row_k_minus_1"}, "all", True),
+    Mutant("bonus_from_q", "Bonus drawn from the last draft's q row instead of the target row num_draft.",
+           {"bonus": "q"}, "all", True),
+    Mutant("bonus_reuses_last_coin", "Bonus drawn with the last accepted coin (not uniform given acceptance).",
+           {"draw_coin": "last_accept"}, "all", True),
+    Mutant("residual_unclamped", "Replacement by inverse CDF over p - q without max(0, .).",
+           {"residual": "unclamped"}, "all", False),
+    Mutant("residual_from_p", "Replacement drawn from p instead of the residual.", {"residual": "p"}, "all", False),
+    Mutant("residual_keeps_draft", "With draft_probs=None the replacement comes from p, draft not removed.",
+           {"residual": "keeps_draft"}, "all", False),
+    Mutant("coin_reused", "Replacement drawn with the coin that just rejected.", {"draw_coin": "reused"}, "all",
+           False),
+    Mutant("coin_atom_at_zero", f"Accept iff u*q <= p with a coin that is 0 with probability {ATOM}.",
+           {"coin": "atom_at_zero", "compare": "<="}, "all", False),
+    Mutant("shared_coin", "One coin for every position of a row.", {"coin": "shared"}, "all", False),
+    Mutant("keep_after_rejection", "Every draft whose coin passes is kept.", {"count": "all"}, "all", False),
+    Mutant("bonus_last_padded_row", "Bonus from padded row K, whatever num_draft is.", {"bonus": "row_k"},
+           "ragged", True),
+    Mutant("reads_padding", "Verifies all K padded positions, ignoring num_draft.", {"reads_padding": True},
+           "ragged", False),
+    Mutant("short_row_bonus_off_by_one", "Rows with fewer than K drafts take their bonus from row num_draft + 1.",
+           {"bonus": "short_plus_1"}, "ragged", True),
+    Mutant("empty_row_bonus_from_last", "Rows with no draft take their token from padded row K.",
+           {"bonus": "empty_row_k"}, "ragged", True),
+]  # fmt: skip
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "own_correct": {},  # the independent implementation, every step right
+    "correct_leq": {"compare": "<="},  # u*q <= p: differs from < only when u*q == p, probability 0
+    "correct_one_minus_u": {"coin": "one_minus"},  # 1 - u is uniform on (0, 1]
+    "correct_doubled_u": {"coin": "doubled"},  # (2u) mod 1 is uniform on [0, 1)
+}
+
+for _m in MUTANTS:
+    globals()[_m.name] = _variant(_m.name, _m.doc, **_m.wrong)
+for _name, _kw in VARIANTS.items():
+    globals()[_name] = _variant(_name, "A correct variant of the rule.", **_kw)
 
 
 def correct(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
@@ -20,6 +202,10 @@ def broken(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, unif
 
 
 def crashes(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    return _inner_helper(target_probs)
+
+
+def _inner_helper(target_probs):
     raise RuntimeError("out of cheese")
 
 
