@@ -23,9 +23,13 @@ def home_scenario(bug: str) -> str:
     return "reference" if bug == NONE else prove.HOME.get(bug, ("reference",))[0]
 
 
-@st.cache_data(show_spinner="Running the test…", max_entries=64)
+@st.cache_data(show_spinner="Running the test…", max_entries=64, ttl=3600)  # counts over V^L cells: small
 def run_case(scenario: str, n: int, seed: int, bug: str) -> prove.CaseResult:
     return prove.run_case(scenario, n=n, seed=seed, bug=None if bug == NONE else BUGS[bug])
+
+
+def set_n(n: int) -> None:
+    st.session_state[S + "n"] = n
 
 
 def on_bug_change() -> None:
@@ -103,6 +107,14 @@ show = st.success if verdict.good else st.warning if verdict.word == "inconclusi
 show(f"**Verdict: {verdict.head}.** {verdict.seen}")
 if verdict.word == "inconclusive":
     st.caption("Your prediction is not judged: at this N the test could not tell either way.")
+    suggested = None if verdict.needed_n is None else results.suggested_n(verdict.needed_n)
+    if suggested is not None and suggested <= limits.MAX_PROVE_N:
+        st.button(
+            f"Set N to {suggested:,} (with a margin), then run again",
+            key=S + "use_needed_n",
+            on_click=set_n,
+            args=(suggested,),
+        )
 elif prediction is None:
     st.caption("You did not predict this time: next time decide first, then run.")
 else:

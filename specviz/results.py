@@ -125,9 +125,11 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
     needed = None
     if word == "inconclusive":
         needed = _needed(res, tokens)
+        # Below MIN_ROUNDS the tokens test's spread is not known yet, so its share of N is a floor.
+        floor = tokens is not None and tokens.rounds < stats.MIN_ROUNDS
         head = (
-            f"inconclusive: N = {j.n:,} is too small — need N ≥ {needed:,} to detect a shift of "
-            f"TV {stats.MIN_TV:g} (or {stats.MIN_TOKENS:g} tokens per step) with {j.power:.0%} probability"
+            f"inconclusive: N = {j.n:,} is too small — need N ≥ {needed:,}{' at least' if floor else ''} to detect "
+            f"a shift of TV {stats.MIN_TV:g} (or {stats.MIN_TOKENS:g} tokens per step) with {j.power:.0%} probability"
         )
     else:
         head = {
@@ -138,6 +140,16 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
         }.get(word, word)
     good = word == "pass" if not res.is_bug else word == "caught"
     return Verdict(word, good, float(j.detectable_tv), float(j.power), tokens, needed, head, seen)
+
+
+SUGGEST_MARGIN = 1.25  # needed_n is where power just reaches 99% for the spread seen so far; a new run varies
+
+
+def suggested_n(needed: int) -> int:
+    """An N to try after an inconclusive run: ``needed`` with a 25% margin, rounded up to two significant digits."""
+    x = math.ceil(int(needed) * SUGGEST_MARGIN)
+    step = 10 ** max(len(str(x)) - 2, 0)
+    return -(-x // step) * step
 
 
 def z_critical(alpha: float) -> float:

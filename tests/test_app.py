@@ -45,6 +45,9 @@ def texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
 
 
+FIRST_PAGES = tuple(f"app_pages/{name}.py" for name in ("home", "exact", "batch", "bug_lab", "tokens"))
+
+
 def test_navigation_titles_and_url_paths():
     calls = [n for n in ast.walk(ast.parse((ROOT / "app.py").read_text())) if isinstance(n, ast.Call)]
     pages = {}
@@ -52,7 +55,10 @@ def test_navigation_titles_and_url_paths():
         if getattr(c.func, "attr", None) == "Page":
             kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path", "default")}
             pages[ast.literal_eval(c.args[0])] = kw
-    assert pages == {
+    # Shared links depend on these five; pages added later keep unique paths and existing files.
+    paths = [kw.get("url_path", "") for kw in pages.values()]
+    assert len(paths) == len(set(paths)) and all((ROOT / f).is_file() for f in pages)
+    assert {f: kw for f, kw in pages.items() if f in FIRST_PAGES} == {
         "app_pages/home.py": {"title": "Home", "default": True},
         "app_pages/exact.py": {"title": "Why it is exact", "url_path": "why-exact"},
         "app_pages/batch.py": {"title": "Batch", "url_path": "batch"},
@@ -394,6 +400,11 @@ def test_bug_lab_a_powerless_run_is_inconclusive_not_pass_or_fail(n):
     assert "Verdict: pass" not in texts(at.success) and "FAIL" not in texts(at.error)
     assert metric(at, "joint test") == "inconclusive"
     assert metric(at, "detectable TV (99% power)") == "∞ (no power)"
+    assert f"need N ≥ {verdict.needed_n:,} at least" in text  # the tokens test's spread is unknown at N <= 30
+    at.button(key="buglab.use_needed_n").click().run()  # follow the page's advice once
+    assert at.number_input(key="buglab.n").value == results.suggested_n(verdict.needed_n)
+    at.button(key="buglab.run").click().run()
+    assert "Verdict: pass" in texts(at.success)  # with the N it suggested, the test speaks
 
 
 def test_bug_lab_every_verdict_says_what_it_could_have_seen():

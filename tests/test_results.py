@@ -134,3 +134,8 @@ def test_tokens_rows_hold_theory_and_measurement_per_k():
     assert rows[0]["rows_with_bonus"] == 500
     empty = results.tokens_rows(Ks, 0.6, None, None, tw, two)
     assert empty[0]["measured_with_bonus"] is None
+
+
+@pytest.mark.parametrize("needed, suggested", [(1, 2), (8, 10), (99, 130), (8_347, 11_000), (123_456, 160_000)])
+def test_suggested_n_adds_a_margin_and_rounds_up(needed, suggested):
+    assert results.suggested_n(needed) == suggested >= needed * results.SUGGEST_MARGIN
