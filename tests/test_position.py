@@ -174,3 +174,16 @@ def test_unclamped_residual_hides_in_the_reference_example_and_shows_with_one_ho
     law = theory.position_law(REF_P, UNIFORM, "unclamped_residual", K=1)
     assert theory.total_variation(law, REF_P) < 1e-12
     assert position.show_me("unclamped_residual").preset == "one-hot q"
+
+
+def test_wrong_bonus_row_samples_p_when_every_row_has_k_drafts():
+    """The exact page says so for this bug (no single-position law): with equal draft counts it is invisible."""
+    p, q = np.array([0.1, 0.6, 0.1, 0.2]), np.array([0.4, 0.1, 0.4, 0.1])
+    draws = position.sample_position(p, q, 50_000, 3, "wrong_bonus_row", seed=[5, 0])
+    test = stats.chi_square(np.bincount(draws.first_tokens, minlength=4), p)  # level 0.001, critical value 16.27
+    assert test.passed and test.conclusive, test
+    correct = position.sample_position(p, q, 50_000, 3, None, seed=[5, 0])
+    np.testing.assert_array_equal(draws.first_tokens, correct.first_tokens)  # same uniforms, same tokens
+    # negative control: the same test on resample_from_p, whose law is TV 0.14 from p here, fails
+    bad = position.sample_position(p, q, 50_000, 3, "resample_from_p", seed=[5, 0])
+    assert not stats.chi_square(np.bincount(bad.first_tokens, minlength=4), p).passed
