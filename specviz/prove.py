@@ -375,17 +375,27 @@ def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int,
 
 
 def top_cells(observed: np.ndarray, law: np.ndarray, k: int = TOP_CELLS) -> list[Cell]:
-    """The k cells with the largest chi-square terms, cells the target cannot produce first."""
+    """The k largest terms of the chi-square statistic, cells the target cannot produce first.
+
+    Cells tested on their own (expected count >= ``stats.MIN_EXPECTED``) are listed by their
+    tokens; the cells the test pools (expected below that) count as one, "pooled (m cells)",
+    as they do in the statistic.
+    """
     law = np.asarray(law)
     V, L = law.shape[0], law.ndim
     obs = np.asarray(observed, dtype=np.float64).ravel()
     p0 = law.ravel()
     exp = obs.sum() * p0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        contrib = np.where(exp > 0, (obs - exp) ** 2 / np.where(exp > 0, exp, 1), np.where(obs > 0, np.inf, 0.0))
-    order = np.argsort(-contrib, kind="stable")[:k]
-    return [Cell(cell_tokens(int(i), V, L), int(obs[i]), float(exp[i]), float(contrib[i]))
-            for i in order if contrib[i] > 0]  # fmt: skip
+    out = [Cell(cell_tokens(int(i), V, L), int(obs[i]), 0.0, math.inf) for i in np.flatnonzero((p0 == 0) & (obs > 0))]
+    alone = np.flatnonzero(exp >= stats.MIN_EXPECTED)
+    terms = [(float((obs[i] - exp[i]) ** 2 / exp[i]), cell_tokens(int(i), V, L), obs[i], exp[i]) for i in alone]
+    small = (p0 > 0) & (exp < stats.MIN_EXPECTED)
+    if small.any():
+        o, e = obs[small].sum(), exp[small].sum()
+        terms.append((float((o - e) ** 2 / e), f"pooled ({int(small.sum())} cells)", o, e))
+    terms.sort(key=lambda t: -t[0])
+    out += [Cell(name, int(o), float(e), c) for c, name, o, e in terms if c > 0]
+    return out[:k]
 
 
 def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str = "") -> Explanation:

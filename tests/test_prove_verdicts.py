@@ -76,6 +76,13 @@ def test_top_cells_are_the_largest_chi_square_terms():
     terms = (obs - e) ** 2 / np.where(e > 0, e, 1)
     assert cells[1].tokens == cell_tokens(int(np.argsort(-np.where(e > 0, terms, -1))[0]), 2, 2)
     assert cells[1].contribution == pytest.approx(max(terms[e > 0]))
+    # Cells expected below 5 are pooled in the statistic, so they are listed as one.
+    law, obs = np.array([0.9, 0.02, 0.02, 0.02, 0.04]), np.array([80.0, 10, 5, 0, 5])  # e = 90, 2, 2, 2, 4
+    cells = top_cells(obs, law)
+    assert [c.tokens for c in cells] == ["pooled (4 cells)", "0"]
+    assert cells[0].observed == 20 and cells[0].contribution == pytest.approx((20 - 10) ** 2 / 10)
+    total = stats.chi_square(obs, law).statistic
+    assert total == pytest.approx(sum(c.contribution for c in cells))  # the listed terms are the statistic
 
 
 # A mutant of the independent implementation against the known bug it re-implements.
