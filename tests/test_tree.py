@@ -168,7 +168,8 @@ def target_law(rows: Rows, V: int, n: int) -> np.ndarray:
     return continued(rows, V, {(): 1.0}, n)
 
 
-CASES = [(shape, V, seed) for shape in SHAPES for V, seed in ((2, 1), (3, 2)) if not (shape == "full binary" and V == 3)]
+# The full binary tree at V = 3 has 3^6 assignments: left out to keep the run short.
+CASES = [(s, V, seed) for s in SHAPES for V, seed in ((2, 1), (3, 2)) if not (s == "full binary" and V == 3)]
 
 
 @pytest.mark.parametrize("iid", [True, False], ids=["iid", "deterministic"])

@@ -1,0 +1,190 @@
+"""LOSSY verification rules, kept for comparison only: they do not follow the target.
+
+# B rows, K drafts (padded width), V vocabulary
+
+Each rule has :func:`specviz.verify`'s signature (padded batch, ``rng=`` or explicit
+``uniforms=``, ``validate=``) so the exact court (:mod:`specviz.court`) and
+:func:`specviz.simulate.generate` drive them like the lossless ones; their knobs are keyword
+arguments with defaults (bind others with ``functools.partial``). They trade exactness for
+accepted tokens, and the court measures both.
+
+- :func:`verify_typical`: Medusa's typical acceptance (Cai et al., 2024). A draft x is kept iff
+  p(x) > min(epsilon, delta exp(-H(p))), with H the entropy of the target row, without a coin;
+  the first failing position, or the position after the last draft, emits a token from the
+  fallback law. Medusa's code (``FasterDecoding/Medusa``, ``medusa/model/utils.py``:
+  ``evaluate_posterior`` with ``sampling='typical'``, and ``generate_candidates``, which draws
+  the next round's first token with ``get_typical_one_token``) samples that token from the
+  target restricted to the tokens with p >= the same threshold and renormalized:
+  ``fallback="typical"``, the default here. ``fallback="target"`` samples it from p itself
+  (the rule as the issue and :func:`specviz.interview.typical_acceptance_law` state it).
+  Medusa computes the entropy as -sum p log(p + 1e-5); here it is exact (0 log 0 = 0).
+  The defaults epsilon = 0.3 and delta = 0.09 are the ``posterior_threshold`` and
+  ``posterior_alpha`` defaults of those functions in that file.
+- :func:`verify_lenient`: an acceptance threshold below 1. With lenience theta in (0, 1], the
+  draft is kept iff u theta q(x) < p(x), i.e. with probability min(1, p(x) / (theta q(x))),
+  instead of min(1, p(x)/q(x)); a rejection emits from the chain's residual (p - q)^+
+  normalized, and a full row's bonus is from p_j, as in the chain. theta = 1 is the chain
+  rule, exactly; every theta < 1 keeps more drafts and is lossy whenever some x has
+  p(x) < q(x) (then theta q(x) < q(x) moves mass towards x).
+
+What each costs in exactness, on stated examples (tests/test_lossy.py computes every figure
+by enumeration and checks it against an independent closed form):
+
+- typical acceptance, fallback "target", one draft, p = (0.5, 0.3, 0.15, 0.05), q uniform,
+  epsilon = 0.3, delta = 0.09: the threshold is 0.09 exp(-H(p)) = 0.0287, every token clears
+  it, so every draft is kept and the first token follows q: TV(first token, p) = 0.3 exactly.
+  With epsilon = 0.2 and delta = 1 (threshold min(0.2, 0.319) = 0.2) only tokens 0 and 1 are
+  kept and the first token's law is 0.25 [x in {0, 1}] + 0.5 p(x) = (0.5, 0.4, 0.075, 0.025):
+  TV = 0.1.
+- lenience theta = 3/4, p = (1/3, 2/3), q = (2/3, 1/3), one draft: token 0 is kept with
+  probability (1/3) / (3/4 * 2/3) = 2/3, token 1 always, so the first token is 0 with
+  probability 2/3 * 2/3 = 4/9 against p(0) = 3/9: TV = 1/9.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from .block import Batch, get_uniforms, inverse_cdf, prepare
+from .errors import InputError
+from .verify import PAD_TOKEN, Uniforms, Verification
+
+Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
+
+TYPICAL_EPSILON = 0.3  # Medusa's posterior_threshold default (medusa/model/utils.py)
+TYPICAL_DELTA = 0.09  # Medusa's posterior_alpha default (same file)
+Fallback = Literal["typical", "target"]
+
+
+def typical_threshold(target_probs: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """min(epsilon, delta exp(-H(p))) for rows (..., V) of probabilities, float64 (...,)."""
+    p = np.asarray(target_probs, dtype=np.float64)
+    logp = np.log(np.where(p > 0, p, 1.0))
+    h = -(p * logp).sum(-1)
+    return np.minimum(epsilon, delta * np.exp(-h))
+
+
+def verify_typical(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+    epsilon: float = TYPICAL_EPSILON,
+    delta: float = TYPICAL_DELTA,
+    fallback: Fallback = "typical",
+) -> Verification:
+    """LOSSY: Medusa's typical acceptance. Keep drafts while p(x) > min(epsilon, delta exp(-H(p))).
+
+    Shapes and randomness as in :func:`specviz.verify`; ``draft_probs`` is checked when given
+    but not used (the rule ignores the drafter's law). ``uniforms.accept`` is not used either
+    (no coins); ``uniforms.sample`` draws the token after the kept drafts from the fallback law
+    at that position: the target row restricted to p >= the threshold (``"typical"``, Medusa's)
+    or the target row itself (``"target"``). ``ratios`` holds p(x) at each tested draft.
+    TV from the target on stated examples: see the module docstring.
+    """
+    if not (np.isfinite(epsilon) and np.isfinite(delta)) or epsilon < 0 or delta < 0:
+        raise InputError("epsilon", "non-negative finite epsilon and delta", f"{epsilon}, {delta}")
+    if fallback not in ("typical", "target"):
+        raise InputError("fallback", "'typical' or 'target'", repr(fallback))
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    ua, us = get_uniforms(batch, rng, uniforms, validate)
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    j, valid, xs = batch.num_draft, batch.valid, batch.tokens
+    T = ops.to_float64(batch.target)  # (B, K+1, V)
+    # Rows past num_draft may hold anything (NaN): the threshold is only read where valid.
+    Tz = ops.where(ops.arange(K + 1)[None, :, None] <= j[:, None, None], T, 0.0)  # (B, K+1, V)
+    logp = ops.where(Tz > 0, Tz, 1.0)
+    logp = logp.log() if ops.name == "torch" else np.log(logp)
+    ent = -(Tz * logp).sum(-1)  # (B, K+1)
+    e = ent.neg().exp() if ops.name == "torch" else np.exp(-ent)
+    cap = ops.full(tuple(e.shape), float(epsilon), np.float64)  # a float64 tensor: no float32 rounding of epsilon
+    thr = ops.where(delta * e < cap, delta * e, cap)  # (B, K+1)
+    px = Tz[ar[:, None], pos[None, :], xs]  # (B, K)
+    passed = valid & (px > thr[:, :K])
+    n = ops.run_length(passed)  # (B,) drafts kept
+    p = Tz[ar, n]  # (B, V) the target row at the stopping position
+    if fallback == "typical":
+        trunc = ops.where(p >= thr[ar, n][:, None], p, 0.0)
+        keep = trunc.sum(-1) > 0
+        p = ops.where(keep[:, None], trunc, p)
+    token = inverse_cdf(ops, p, us, validate)
+    tested = valid & (pos[None, :] <= n[:, None])
+    return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, px, float("nan")), us)
+
+
+def verify_lenient(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+    lenience: float = 0.75,
+) -> Verification:
+    """LOSSY for lenience < 1: keep x iff u * lenience * q(x) < p(x), then the chain's residual.
+
+    ``lenience`` theta in (0, 1]; 1 is :func:`specviz.verify`'s rule. A deterministic drafter
+    (``draft_probs=None``) has q one-hot: keep x iff u * theta < p(x), residual p without x.
+    Shapes and randomness as in :func:`specviz.verify`; ``ratios`` holds p(x) / (theta q(x)).
+    TV from the target on a stated example: see the module docstring.
+    """
+    if not (0 < lenience <= 1):
+        raise InputError("lenience", "a number in (0, 1]", repr(lenience))
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    ua, us = get_uniforms(batch, rng, uniforms, validate)
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    j, valid, xs = batch.num_draft, batch.valid, batch.tokens
+    T = ops.to_float64(batch.target)  # (B, K+1, V)
+    px = ops.where(valid, T[ar[:, None], pos[None, :], xs], 0.0)  # (B, K)
+    if batch.draft is None:
+        qx = ops.where(valid, 1.0, 0.0)
+    else:
+        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    passed = valid & (qx > 0) & (ua * lenience * qx < px)  # (B, K)
+    n = ops.run_length(passed)  # (B,)
+    bonus = n == j
+    p = T[ar, n] + 0.0  # (B, V)
+    rej = ops.nonzero(~bonus)
+    if int(rej.shape[0]):
+        nr = n[rej]
+        pr = p[rej]
+        if batch.draft is None:
+            res = pr + 0.0
+            res[ops.arange(int(rej.shape[0])), xs[rej, nr]] = 0.0
+        else:
+            res = ops.clamp_min0(pr - ops.to_float64(batch.draft[rej, nr]))
+        has = res.sum(-1) > 0  # mass 0 only when p = q up to rounding: fall back to p
+        p[rej] = ops.where(has[:, None], res, pr)
+    token = inverse_cdf(ops, p, us, validate)
+    tested = valid & (pos[None, :] <= n[:, None])
+    den = lenience * qx
+    ratio = ops.where(den > 0, px / ops.where(den > 0, den, 1.0), float("nan"))
+    return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, ratio, float("nan")), us)
+
+
+def _result(batch: Batch, n: Array, token: Array, accept_u: Array, ratios: Array, us: Array) -> Verification:
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    x = ops.where(batch.valid, batch.tokens, PAD_TOKEN)
+    tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = ops.where(pos[None, :] < n[:, None], x, PAD_TOKEN)
+    tokens[ar, n] = token
+    return Verification(
+        tokens=tokens,
+        num_tokens=n + 1,
+        num_accepted=n + 0,
+        accept_uniforms=accept_u,
+        ratios=ratios,
+        bonus=n == batch.num_draft,
+        sample_uniforms=us + 0.0,
+    )
