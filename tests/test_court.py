@@ -1,0 +1,117 @@
+"""The court: the paper's toy figures, verdicts computed from exact laws, refusals, orderings.
+
+# V vocabulary, K drafts per round, L tokens judged
+"""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from specviz import InputError, verify
+from specviz.court import RULES, Problem, compare, judge, pair_problem, problem, table, toy_problem
+from specviz.markov import Drafter, random_chain
+
+TOL = 1e-12
+LOSSLESS = ("chain", "block", "tree (chain-shaped)", "sample-and-match")
+LOSSY = ("block, lossy last threshold", "typical acceptance (Medusa)", "lenient acceptance (theta = 3/4)")
+
+
+def test_rules_are_split_into_the_two_kinds():
+    assert set(RULES) == set(LOSSLESS) | set(LOSSY)
+
+
+def test_the_papers_toy_example():
+    # p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts: block 11/9 accepted drafts per step, chain 10/9,
+    # the lossy last threshold 4/3 with TV 1/9 on the 3 tokens judged.
+    rows = {j.rule: j for j in compare(None, toy_problem())}
+    assert abs(rows["block"].expected_accepted_per_step - 11 / 9) < TOL
+    assert abs(rows["chain"].expected_accepted_per_step - 10 / 9) < TOL
+    assert abs(rows["tree (chain-shaped)"].expected_accepted_per_step - 10 / 9) < TOL
+    lossy = rows["block, lossy last threshold"]
+    assert abs(lossy.expected_accepted_per_step - 4 / 3) < TOL
+    assert abs(lossy.tv_from_target - 1 / 9) < TOL and not lossy.lossless
+    for name in LOSSLESS:
+        assert rows[name].lossless and rows[name].tv_from_target < TOL, name
+    for name in LOSSY:
+        assert not rows[name].lossless and rows[name].tv_from_target > 1e-3, name
+        assert rows[name].expected_accepted_per_step > rows["chain"].expected_accepted_per_step, name
+
+
+def test_sample_and_match_on_the_toy_example_in_rationals():
+    # Independent: sample-and-match keeps a draft with probability sum p q = 4/9 per position,
+    # so 4/9 + (4/9)^2 = 52/81 drafts per step of 2.
+    a = Fraction(1, 3) * Fraction(2, 3) * 2
+    want = a + a * a
+    got = judge("sample-and-match", toy_problem()).expected_accepted_per_step
+    assert want == Fraction(52, 81) and abs(got - 52 / 81) < TOL
+
+
+def small_problems() -> list[Problem]:
+    out = [toy_problem(), pair_problem([0.5, 0.3, 0.15, 0.05], [0.25] * 4, 2, L=2)]
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        target, draft = random_chain(3, rng, zero_fraction=0.34), random_chain(3, rng, zero_fraction=0.34)
+        out.append(Problem(target, Drafter(draft), 3, 3, (0, 1, 2, 3)))
+        out.append(Problem(target, Drafter(draft, "argmax"), 3, 2, 2))
+    return out
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_block_at_least_chain_at_least_sample_and_match(case):
+    pb = small_problems()[case]
+    rows = {j.rule: j for j in compare(["block", "chain", "sample-and-match"], pb)}
+    b, c, s = (rows[k].expected_accepted_per_step for k in ("block", "chain", "sample-and-match"))
+    assert b >= c - TOL and c >= s - TOL, (b, c, s)
+    assert all(r.lossless for r in rows.values())
+
+
+def test_scenario_by_name_and_a_lossy_rule_flagged():
+    rows = compare(["chain", "block, lossy last threshold"], "zeros")
+    assert rows[0].lossless and rows[0].badge == "lossless"
+    assert not rows[1].lossless and rows[1].badge == "LOSSY" and rows[1].tv_from_target > 1e-4
+    assert table(rows)[1]["verdict"] == "LOSSY"
+
+
+def own_randomness(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
+    """Ignores its uniforms: no law can be enumerated, the court must refuse."""
+    return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=np.random.default_rng(), validate=validate)
+
+
+def test_refuses_rather_than_guesses():
+    with pytest.raises(InputError, match="verifier"):
+        judge(own_randomness, toy_problem())
+    rows = compare([own_randomness, "chain"], toy_problem())
+    assert rows[0].badge == "refused" and np.isnan(rows[0].tv_from_target) and not rows[0].lossless
+    assert rows[1].lossless
+
+
+def test_a_deliberately_shifted_rule_is_lossy_by_the_amount_computed():
+    # A partial-bound rule is judged like any function: the lenient rule at theta = 1/2 on the toy
+    # pair keeps every draft (p/(q/2) >= 1 for both tokens), so the first token follows q.
+    from specviz.lossy import verify_lenient
+
+    rule = functools.partial(verify_lenient, lenience=0.5)
+    pb = pair_problem([1 / 3, 2 / 3], [2 / 3, 1 / 3], 1, L=1)
+    j = judge(rule, pb, name="lenient 1/2")
+    assert j.rule == "lenient 1/2" and abs(j.tv_from_target - 1 / 3) < TOL
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: judge("no such rule", toy_problem()), "verifier"),
+        (lambda: judge(42, toy_problem()), "verifier"),
+        (lambda: problem("no such scenario"), "scenario"),
+        (lambda: problem(3.5), "scenario"),
+        (lambda: pair_problem([0.5, 0.5], [1.0], 2), "draft_probs"),
+        (lambda: pair_problem([0.5, 0.6], [0.5, 0.5], 2), "target_probs"),
+        (lambda: pair_problem([0.5, 0.5], [0.5, 0.5], -1), "K"),
+    ],
+)
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(InputError, match=match):
+        call()
