@@ -433,3 +433,102 @@ def speedup_curve(Ks: Sequence[int], speedups: Sequence[float], best_K: int | No
         )
     fig.update_xaxes(title="K (drafts per verification)", range=[k.min() - 0.5, k.max() + 0.5])
     return _layout(fig, "Speedup model: E[tokens] / (1 + K·c)", yaxis_title="× plain decoding", height=360)
+
+
+# --- sampling settings ---------------------------------------------------------------------------
+
+
+def settings_bars(p_raw: Sequence[float], p: Sequence[float], q_raw: Sequence[float], q: Sequence[float],
+                  removed_p: Sequence[bool], removed_q: Sequence[bool]) -> go.Figure:  # fmt: skip
+    """Grouped bars per token: raw and processed target, raw and processed draft.
+
+    The processed bars of tokens a side's settings removed are drawn empty with an "✕" above
+    them (their height is 0; the raw bar beside shows what was taken away).
+    """
+    V = len(p)
+    x = _tokens(V)
+    fig = go.Figure()
+    for y, name, color, opacity in (
+        (p_raw, "target, raw softmax", TARGET, 0.35),
+        (p, "p: target with the request's settings", TARGET, 1.0),
+        (q_raw, "draft, raw softmax", DRAFT, 0.35),
+        (q, "q: draft with the drafter's settings", DRAFT, 1.0),
+    ):
+        fig.add_bar(x=x, y=np.asarray(y, dtype=np.float64), name=name, marker_color=color, opacity=opacity,
+                    hovertemplate="%{x}<br>" + name + " = %{y:.4f}<extra></extra>")  # fmt: skip
+    top = float(max(np.max(p_raw), np.max(p), np.max(q_raw), np.max(q)))
+    marks = ((removed_p, "removed by the request", TARGET), (removed_q, "removed by the drafter", DRAFT))
+    for mask, name, color in marks:
+        idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+        if idx.size:
+            fig.add_scatter(x=[x[i] for i in idx], y=[top * 1.06] * idx.size, mode="markers", name=name,
+                            marker=dict(symbol="x", size=10, color=color),
+                            hovertemplate="%{x}: " + name + "<extra></extra>")  # fmt: skip
+    return _layout(fig, "Raw and processed target and draft", barmode="group", yaxis_title="probability", height=380)
+
+
+def sweep_curve(values: Sequence[float], acceptance: Sequence[float], tokens_per_step: Sequence[float], knob: str,
+                current: float | None = None, K: int | None = None) -> go.Figure:  # fmt: skip
+    """Acceptance rate (left axis) and expected tokens per step (right axis) against one of
+    the drafter's settings, the target fixed; the current value marked."""
+    v = np.asarray(list(values), dtype=np.float64)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_scatter(x=v, y=list(acceptance), name="acceptance rate", mode="lines+markers",
+                    line=dict(color=ACCEPTED, width=3),
+                    hovertemplate=knob + " = %{x}: a = %{y:.4f}<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=v, y=list(tokens_per_step), name=f"tokens per step (K = {K})" if K else "tokens per step",
+                    mode="lines+markers", line=dict(color=BONUS, width=3, dash="dash"),
+                    hovertemplate=knob + " = %{x}: %{y:.4f} tokens<extra></extra>", secondary_y=True)  # fmt: skip
+    if current is not None:
+        fig.add_vline(x=current, line=dict(color=REPLACED, dash="dot", width=2), annotation_text="current")
+    fig.update_xaxes(title=f"drafter's {knob}")
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], secondary_y=False)
+    fig.update_yaxes(title_text="tokens per step", secondary_y=True)
+    return _layout(fig, f"Acceptance and tokens per step as the drafter's {knob} varies", height=380)
+
+
+# --- interview ---------------------------------------------------------------------------------
+
+
+def roofline_chart(tokens: Sequence[float], seconds: Sequence[float], ridge_tokens: float,
+                   mark: float | None = None) -> go.Figure:  # fmt: skip
+    """Time of one forward pass against the tokens in it (log-log), the ridge point marked."""
+    t = np.asarray(list(tokens), dtype=np.float64)
+    s = np.asarray(list(seconds), dtype=np.float64) * 1e3
+    fig = go.Figure()
+    fig.add_scatter(x=t, y=s, name="max(memory, compute) time", mode="lines", line=dict(color=TARGET, width=3),
+                    hovertemplate="%{x:.0f} tokens: %{y:.3f} ms<extra></extra>")  # fmt: skip
+    fig.add_vline(x=ridge_tokens, line=dict(color="#9e9e9e", dash="dot"), annotation_text=f"ridge {ridge_tokens:.0f}")
+    if mark is not None:
+        y = float(np.interp(mark, t, s))
+        fig.add_scatter(x=[mark], y=[y], mode="markers", name=f"this pass: {mark:.0f} tokens",
+                        marker=dict(color=REPLACED, size=14, symbol="star"))  # fmt: skip
+    fig.update_xaxes(title="tokens in one forward pass (B·(K+1))", type="log")
+    fig.update_yaxes(title="time per pass (ms)", type="log")
+    return _layout(fig, "Roofline: a pass is flat in tokens until the ridge", height=340)
+
+
+# --- real text ---------------------------------------------------------------------------------
+
+
+def continuation_comparison(law: np.ndarray, counts: np.ndarray, labels: Sequence[str], top: int = 24) -> go.Figure:
+    """Exact probability against observed frequency for the most likely continuations.
+
+    ``law`` and ``counts`` (C,) over the same cells, ``labels`` (C,). Shown: the ``top`` cells
+    by exact probability together with the ``top`` by observed count (a bug's drift shows as
+    a cell the law ranks low), ordered by exact probability.
+    """
+    p0 = np.asarray(law, dtype=np.float64).ravel()
+    c = np.asarray(counts, dtype=np.float64).ravel()
+    n = c.sum()
+    cells = np.union1d(np.argsort(-p0, kind="stable")[:top], np.argsort(-c, kind="stable")[:top])
+    cells = cells[np.argsort(-p0[cells], kind="stable")]
+    x = [labels[i] for i in cells]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=p0[cells], name="exact target law", marker_color=TARGET,
+                hovertemplate="%{x}<br>exact %{y:.5f}<extra></extra>")  # fmt: skip
+    fig.add_bar(x=x, y=c[cells] / n if n else c[cells], name="observed frequency", marker_color=EMPIRICAL,
+                hovertemplate="%{x}<br>observed %{y:.5f}<extra></extra>")  # fmt: skip
+    fig.update_xaxes(tickangle=-60)
+    return _layout(fig, f"Next characters: exact against observed ({int(n):,} sequences)", barmode="group",
+                   yaxis_title="probability", height=400)  # fmt: skip

@@ -296,3 +296,56 @@ def cheat_sheet(results: dict[str, bool] | None = None) -> str:
         lines += ["", f"## Your answers: {right} of {len(qs)} right"]
         lines += [f"- {'right' if results.get(q.key) else 'review'}: {q.title}" for q in qs]
     return "\n".join(lines) + "\n"
+
+
+# --- progress in a link ------------------------------------------------------------------------
+
+
+def encode_answers(answers: dict[str, str | float]) -> str:
+    """Committed answers as a compact text: one comma-separated entry per question, in order;
+    a choice as its index, a number as its shortest exact text, an unanswered question empty.
+
+    ``{"acceptance": 0.7, "residual": "(p - q)+ normalized"}`` -> ``"0.7,1"``.
+    """
+    qs = questions()
+    entries = []
+    for q in qs:
+        a = answers.get(q.key)
+        if a is None:
+            entries.append("")
+        elif q.kind == "choice":
+            entries.append(str(q.choices.index(a)) if a in q.choices else "")
+        else:
+            entries.append(repr(float(a)))  # the shortest text that reads back as the same float
+    return ",".join(entries).rstrip(",")
+
+
+def decode_answers(text: str) -> dict[str, str | float]:
+    """The inverse of :func:`encode_answers`; a malformed entry raises :class:`InputError`."""
+    qs = questions()
+    items = str(text).split(",") if text else []
+    if len(items) > len(qs):
+        raise InputError("answers", f"at most {len(qs)} comma-separated entries", str(len(items)))
+    out: dict[str, str | float] = {}
+    for q, item in zip(qs, items, strict=False):
+        if not item:
+            continue
+        try:
+            if q.kind == "choice":
+                i = int(item)
+                if not 0 <= i < len(q.choices):
+                    raise ValueError(item)
+                out[q.key] = q.choices[i]
+            else:
+                v = float(item)
+                if not np.isfinite(v):
+                    raise ValueError(item)
+                out[q.key] = v
+        except ValueError:
+            raise InputError("answers", f"entry {q.key!r}: a choice index or a finite number", repr(item)) from None
+    return out
+
+
+def results(answers: dict[str, str | float]) -> dict[str, bool]:
+    """Right or wrong for each committed answer (unanswered questions are left out)."""
+    return {q.key: check(q, answers[q.key]) for q in questions() if q.key in answers}

@@ -145,3 +145,64 @@ def sweep(target_logits: Sequence[float], draft_logits: Sequence[float], request
         a = min(1.0, float(np.minimum(p, process_logits(zd, s)).sum()))  # rounding can pass 1
         out.append(SweepPoint(float(v), a, theory.expected_tokens(a, int(K))))
     return out
+
+
+# --- the page's inputs ---------------------------------------------------------------------------
+
+MAX_TYPED_V = 64  # typed logits: more is unreadable in the page's chart (as limits.MAX_TABLE_V)
+RANDOM_V = 8  # random logits: the presets' vocabulary size
+
+
+def parse_logits(text: str, name: str) -> np.ndarray:
+    """Typed logits (V,): numbers separated by commas and/or spaces; ``-inf`` rules a token out.
+
+    NaN and ``+inf`` are refused here (:func:`specviz.processing.process_logits` would refuse
+    them too, with a message about the array rather than the text).
+    """
+    items = [s for s in str(text).replace(",", " ").split() if s]
+    if not items:
+        raise InputError(name, "numbers separated by commas or spaces, e.g. 2, 1, 0, -inf", "nothing")
+    if len(items) > MAX_TYPED_V:
+        raise InputError(name, f"at most {MAX_TYPED_V} logits", f"{len(items)}")
+    values = []
+    for s in items:
+        try:
+            v = float(s)
+        except ValueError:
+            raise InputError(name, "numbers (or -inf)", repr(s)) from None
+        if v != v or v == np.inf:
+            raise InputError(name, "finite numbers or -inf", repr(s))
+        values.append(v)
+    z = np.array(values)
+    if not (z > -np.inf).any():
+        raise InputError(name, "at least one finite logit", "only -inf")
+    return z
+
+
+def random_logits(seed: int, V: int = RANDOM_V) -> tuple[np.ndarray, np.ndarray]:
+    """A target's and a drafter's logits (V,) each, standard normal times 1.5, from ``seed``.
+
+    The drafter is the target plus independent noise of the same scale, so the two agree
+    roughly, as a small model and a large one trained on the same data do.
+    """
+    rng = np.random.default_rng(int(seed))
+    zt = 1.5 * rng.standard_normal(int(V))
+    return np.round(zt, 2), np.round(zt + 1.5 * rng.standard_normal(int(V)), 2)
+
+
+def sweep_values(knob: str, V: int) -> list[float]:
+    """The drafter's settings the sweep visits: temperature 0.1..2.0, top-k 1..V, top-p 0.05..1."""
+    if knob == "temperature":
+        return [round(0.1 * i, 1) for i in range(1, 21)]
+    if knob == "top_k":
+        return [float(k) for k in range(1, int(V) + 1)]
+    if knob == "top_p":
+        return [round(0.05 * i, 2) for i in range(1, 21)]
+    raise InputError("knob", "one of " + ", ".join(KNOBS), repr(knob))
+
+
+def greedy_pick(logits: Sequence[float]) -> tuple[int, int]:
+    """(the greedy token, how many tokens tie with it at the top logit): ties go to the lowest id."""
+    z = logits_vector(logits, "logits")
+    top = z.max()
+    return int(np.argmax(z)), int((z == top).sum())

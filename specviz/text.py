@@ -258,3 +258,112 @@ def target_law(
         law = (law[:, None] * P).reshape(-1)
         prefixes = [pre + [x] for pre in prefixes for x in range(V)]
     return law.reshape((V,) * L)
+
+
+# --- a transcript for display ------------------------------------------------------------------
+
+
+def round_rng(seed: int, round_index: int) -> np.random.Generator:
+    """The random source of one round: a function of (seed, round), so a transcript of R rounds
+    is reproduced by its seed alone, and one more round does not change the rounds before it."""
+    return np.random.default_rng([int(seed), int(round_index)])
+
+
+def transcript(
+    target: Model,
+    drafter: Model,
+    prompt: Sequence[int],
+    K: int,
+    settings: Settings,
+    seed: int,
+    *,
+    rounds: int | None = None,
+    until: int | None = None,
+    V: int = len(ALPHABET),
+) -> list[Step]:
+    """Draft-and-verify rounds after ``prompt``: ``rounds`` of them, or as many as it takes to
+    emit ``until`` tokens (whichever is given; both: the first reached). Round r draws from
+    :func:`round_rng` (seed, r)."""
+    if rounds is None and until is None:
+        raise InputError("rounds", "a number of rounds or a length to reach (until)", "neither")
+    history = [int(t) for t in prompt]
+    steps: list[Step] = []
+    emitted = 0
+    while (rounds is None or len(steps) < rounds) and (until is None or emitted < until):
+        s = step(target, drafter, history, K, settings, round_rng(seed, len(steps)), V=V)
+        steps.append(s)
+        history += s.emitted
+        emitted += len(s.emitted)
+    return steps
+
+
+def tokens_per_call(steps: Sequence[Step]) -> tuple[float, float]:
+    """(tokens emitted per target call, its exact expectation given the drafts met): the mean of
+    len(emitted) and the mean of :attr:`Step.expected_tokens` over the rounds (NaN for none)."""
+    if not steps:
+        return float("nan"), float("nan")
+    return float(np.mean([len(s.emitted) for s in steps])), float(np.mean([s.expected_tokens for s in steps]))
+
+
+def _char(t: int) -> str:
+    c = ALPHABET[int(t)]
+    return "↵\n" if c == "\n" else c
+
+
+def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[str, str]) -> str:
+    """The prompt and each round's tokens as escaped HTML spans with a hover title.
+
+    ``colors`` maps "accepted", "rejected", "replaced" and "bonus" to CSS colours. Accepted
+    drafts, the rejected draft (struck through: it is not part of the text), the replacement and
+    the bonus each get their colour; the title gives the round, p(x), q(x) and the coin u
+    (accepted iff u < min(1, p/q)). Every character of the text is escaped.
+    """
+    import html
+
+    def span(chars: str, kind: str, title: str) -> str:
+        style = f"color:{colors[kind]}" + (";text-decoration:line-through;opacity:0.6" if kind == "rejected" else "")
+        shown = html.escape(chars)
+        return f'<span class="sv-{kind}" style="{style}" title="{html.escape(title)}">{shown}</span>'
+
+    parts = [f'<span class="sv-prompt">{html.escape(decode(prompt))}</span>']
+    for r, s in enumerate(steps, start=1):
+        for i in range(s.accepted):
+            ratio = min(1.0, s.p_draft[i] / s.q_draft[i]) if s.q_draft[i] > 0 else 0.0
+            parts.append(span(_char(s.drafts[i]), "accepted", f"round {r}, draft {i + 1}: accepted\n"
+                              f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
+                              f"coin u = {s.coins[i]:.4f} < {ratio:.4f}"))  # fmt: skip
+        if s.bonus:
+            parts.append(span(_char(s.emitted[-1]), "bonus", f"round {r}: bonus token from p after all "
+                              f"{len(s.drafts)} drafts were accepted"))  # fmt: skip
+        else:
+            i = s.accepted
+            ratio = min(1.0, s.p_draft[i] / s.q_draft[i]) if s.q_draft[i] > 0 else 0.0
+            parts.append(span(_char(s.drafts[i]), "rejected", f"round {r}, draft {i + 1}: rejected\n"
+                              f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
+                              f"coin u = {s.coins[i]:.4f} >= {ratio:.4f}"))  # fmt: skip
+            parts.append(span(_char(s.emitted[-1]), "replaced", f"round {r}: replacement drawn from "
+                              f"(p - q)+ normalized at draft position {i + 1}"))  # fmt: skip
+    return '<div class="sv-transcript" style="font-family:monospace;white-space:pre-wrap">' + "".join(parts) + "</div>"
+
+
+def text_bugs() -> list[str]:
+    """The bugs of :mod:`specviz.bugs` this page's generation can run and whose law moves: a
+    verifier swap (not a drafter mistake), visible without ragged rows (every row has K drafts)."""
+    from .bugs import BUGS
+
+    return [k for k, b in BUGS.items() if b.changes_law and b.drafter_mode is None and not b.needs_ragged]
+
+
+# Sequences in one exactness check on the Real-text page: generation is about 2.5 s per 20,000
+# sequences of 2 characters at K = 4 on a loaded laptop core; 20,000 detects a TV shift of 0.05
+# after the default prompt "The " (stats.needed_n of its law: 13,828).
+MAX_CHECK_N = 20_000
+
+
+def cell_labels(L: int) -> list[str]:
+    """Names (V**L,) of the L-character continuations in base-V order, space as "␣", newline as "↵"."""
+    shown = [{" ": "␣", "\n": "↵"}.get(c, c) for c in ALPHABET]
+    labels = [""]
+    for _ in range(int(L)):
+        labels = [a + c for a in labels for c in shown]
+    return labels

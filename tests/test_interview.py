@@ -119,3 +119,23 @@ def test_cheat_sheet_carries_every_formula_and_the_score():
     for name in BUGS:
         assert name in sheet
     assert f"{(len(qs) + 1) // 2} of {len(qs)} right" in sheet
+
+
+def test_answers_round_trip_through_the_link_text():
+    qs = iv.questions()
+    right = {q.key: q.answer for q in qs}
+    text = iv.encode_answers(right)
+    assert iv.decode_answers(text) == right
+    assert iv.results(right) == {q.key: True for q in qs}
+    some = {qs[0].key: 0.1, qs[1].key: qs[1].choices[0]}
+    assert iv.encode_answers(some) == "0.1,0"  # unanswered questions at the end leave nothing
+    assert iv.results(iv.decode_answers("0.1,0")) == {qs[0].key: False, qs[1].key: False}
+    assert iv.decode_answers("") == {} and iv.encode_answers({}) == ""
+    gap = iv.decode_answers(",1")
+    assert list(gap) == [qs[1].key]
+
+
+@pytest.mark.parametrize("text", ["x", "0.7,9", "0.7,1.5", "nan", "," * 20])
+def test_malformed_answer_text_is_an_input_error(text):
+    with pytest.raises(ValueError, match="^answers"):
+        iv.decode_answers(text)

@@ -75,3 +75,43 @@ def test_bad_input_names_the_argument():
         sd.settings_report(["a"], [0], Settings(), Settings())
     with pytest.raises(InputError, match="^K"):
         sd.settings_report([0, 1], [0, 1], Settings(), Settings(), K=0)
+
+
+# --- the page's inputs (parse_logits, random_logits, sweep_values, greedy_pick) ----------------
+
+
+def test_typed_logits_parse_commas_spaces_and_minus_inf():
+    z = sd.parse_logits(" 2, 1 0,, -inf  -1.5e0 ", "target logits")
+    np.testing.assert_array_equal(z, [2.0, 1.0, 0.0, -np.inf, -1.5])
+    assert process_logits(z)[3] == 0  # -inf is a token ruled out, not an error
+
+
+@pytest.mark.parametrize(
+    "typed, got",
+    [("", "nothing"), ("1, two", "'two'"), ("1, nan", "'nan'"), ("inf, 1", "'inf'"), ("-inf -inf", "only -inf"),
+     (" ".join(["1"] * (sd.MAX_TYPED_V + 1)), f"{sd.MAX_TYPED_V + 1}")],
+)  # fmt: skip
+def test_typed_logits_errors_name_the_field_and_what_was_typed(typed, got):
+    with pytest.raises(InputError, match="^draft logits: expected") as e:
+        sd.parse_logits(typed, "draft logits")
+    assert e.value.got == got
+
+
+def test_random_logits_follow_the_seed():
+    a, b = sd.random_logits(7), sd.random_logits(7)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[0].shape == (sd.RANDOM_V,) and not np.array_equal(a[0], a[1])
+    assert not np.array_equal(sd.random_logits(8)[0], a[0])
+
+
+def test_sweep_values_and_greedy_pick():
+    assert sd.sweep_values("top_k", 5) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    t, p = sd.sweep_values("temperature", 8), sd.sweep_values("top_p", 8)
+    assert t[0] == 0.1 and t[-1] == 2.0 and p[0] == 0.05 and p[-1] == 1.0
+    with pytest.raises(InputError, match="^knob"):
+        sd.sweep_values("heat", 8)
+    assert sd.greedy_pick([1.0, 3.0, 3.0, -np.inf]) == (1, 2)  # the lowest id among the tied top
+    assert sd.greedy_pick([0.0, -1.0]) == (0, 1)
+    for z in ([1.0, 3.0, 3.0], [5.0, 1.0, 5.0, 5.0]):  # the same token plain greedy decoding takes
+        assert process_logits(np.array(z), Settings(temperature=0)).argmax() == sd.greedy_pick(z)[0]

@@ -124,3 +124,69 @@ def test_a_model_that_breaks_the_protocol_is_named():
 
     with pytest.raises(InputError, match="^model"):
         text.generate(pair.target, short, [1], n=2, L=1, K=1, settings=Settings(), rng=np.random.default_rng(0))
+
+
+# --- the page's transcript ---------------------------------------------------------------------
+
+
+def test_transcript_is_reproduced_round_by_round_and_stops_where_asked():
+    pair = text.trained_pair()
+    prompt = text.encode("def ").tolist()
+    s = Settings(temperature=0.8)
+    five = text.transcript(pair.target, pair.drafter, prompt, 3, s, 9, rounds=5)
+    six = text.transcript(pair.target, pair.drafter, prompt, 3, s, 9, rounds=6)
+    # repr: exact floats, and the NaN coins of positions not reached compare equal
+    assert len(five) == 5 and repr(six[:5]) == repr(five)  # one more round leaves the rounds before it alone
+    other = text.transcript(pair.target, pair.drafter, prompt, 3, s, 10, rounds=5)
+    assert [x.emitted for x in other] != [x.emitted for x in five]  # and the seed matters
+    # Each round is text.step on the history so far with the round's own generator.
+    history = list(prompt)
+    for r, st in enumerate(five):
+        assert repr(st) == repr(text.step(pair.target, pair.drafter, history, 3, s, text.round_rng(9, r)))
+        history += st.emitted
+    upto = text.transcript(pair.target, pair.drafter, prompt, 3, s, 9, until=40)
+    lengths = np.cumsum([len(x.emitted) for x in upto])
+    assert lengths[-1] >= 40 and (len(upto) == 1 or lengths[-2] < 40)
+    measured, expected = text.tokens_per_call(upto)
+    assert measured == lengths[-1] / len(upto)
+    assert expected == pytest.approx(np.mean([x.expected_tokens for x in upto]), abs=1e-15)
+    assert all(np.isnan(text.tokens_per_call([])))
+    with pytest.raises(InputError, match="^rounds"):
+        text.transcript(pair.target, pair.drafter, prompt, 3, s, 9)
+
+
+def test_transcript_html_escapes_text_and_colours_each_token_by_its_fate():
+    pair = text.trained_pair()
+    prompt = text.encode('<script>alert("x")</script> & ').tolist()
+    steps = text.transcript(pair.target, pair.drafter, prompt, 4, Settings(), 1, rounds=30)
+    colors = {"accepted": "green", "rejected": "grey", "replaced": "orange", "bonus": "blue"}
+    html = text.transcript_html(prompt, steps, colors)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&amp;" in html
+    assert html.count('class="sv-accepted"') == sum(x.accepted for x in steps)
+    assert html.count('class="sv-bonus"') == sum(x.bonus for x in steps)
+    assert html.count('class="sv-replaced"') == html.count('class="sv-rejected"') == sum(not x.bonus for x in steps)
+    assert 0 < sum(x.bonus for x in steps) < len(steps)  # both kinds occur in this run, so the counts say something
+    first = steps[0]
+    assert f"p = {first.p_draft[0]:.4f}, q = {first.q_draft[0]:.4f}" in html
+
+
+def test_text_bugs_and_cell_labels():
+    names = text.text_bugs()
+    assert "resample_from_p" in names
+    assert "no_bonus" not in names  # lossless: nothing to drift
+    assert "wrong_bonus_row" not in names  # needs ragged rows: every row here has K drafts
+    assert "greedy_draft_sampled_q" not in names  # a drafter's mistake: generate drafts correctly
+    labels = text.cell_labels(2)
+    V = len(text.ALPHABET)
+    assert len(labels) == V * V
+    ids = text.encode("a b\n")
+    cell = int(stats.counts(np.array([ids[:2]]), V, 2).argmax())  # base-V order, as the joint test counts
+    assert labels[cell] == "a␣"
+    assert labels[int(stats.counts(np.array([ids[2:]]), V, 2).argmax())] == "b↵"
+
+
+def test_the_page_check_cap_reaches_the_stated_power_after_the_default_prompt():
+    """text.MAX_CHECK_N's comment: 20,000 sequences are enough for the default prompt."""
+    pair = text.trained_pair()
+    law = text.target_law(pair.target, text.encode("The ").tolist(), 2, Settings())
+    assert stats.needed_n(law) <= text.MAX_CHECK_N

@@ -1,0 +1,193 @@
+"""Real text: speculative sampling writes English with two character n-gram models, and stays exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from specviz import InputError, figures, limits, links, presenter, results, stats, text
+from specviz.bugs import BUGS
+from specviz.processing import Settings
+
+S = "text."
+NONE = "none (correct verifier)"
+MAX_PROMPT = 200  # characters of prompt
+RUN_TO = 200  # characters the "Run" button generates
+MAX_ROUNDS = 400  # rounds kept in a transcript (the link can ask for no more)
+MAX_K = 8
+CHECK_L = 2  # characters after the prompt whose joint law the check tests (V**2 = 9,216 cells)
+BUG_NAMES = [NONE, *text.text_bugs()]
+COLORS = {"accepted": figures.ACCEPTED, "rejected": "#9e9e9e", "replaced": figures.REPLACED, "bonus": figures.BONUS}
+PARAMS = [
+    links.text_param("prompt", "The ", MAX_PROMPT),
+    links.int_param("K", 4, 1, MAX_K),
+    links.float_param("T", 1.0, 0.0, 2.0),
+    links.int_param("seed", 0, 0, 2**32 - 1),
+    links.int_param("rounds", 0, 0, MAX_ROUNDS),
+    links.int_param("n", text.MAX_CHECK_N, 1, 10**12),
+    links.choice_param("bug", NONE, BUG_NAMES),
+]
+
+
+@st.cache_resource(show_spinner="Training the two models…")
+def models() -> text.Pair:
+    return text.trained_pair()
+
+
+@st.cache_data(show_spinner=False, max_entries=64, ttl=3600)
+def transcript(prompt: str, K: int, T: float, seed: int, rounds: int | None, until: int | None) -> list[text.Step]:
+    pair = models()
+    return text.transcript(pair.target, pair.drafter, text.encode(prompt).tolist(), K, Settings(temperature=T), seed,
+                           rounds=rounds, until=until)  # fmt: skip
+
+
+@st.cache_data(show_spinner="Generating and testing…", max_entries=32, ttl=3600)
+def run_check(prompt: str, K: int, T: float, seed: int, n: int, bug: str) -> dict:
+    """The joint test of N generated continuations against the target's exact law (and its N needed)."""
+    pair = models()
+    ids = text.encode(prompt).tolist()
+    s = Settings(temperature=T)
+    law = text.target_law(pair.target, ids, CHECK_L, s)
+    kw = {} if bug == NONE else {"verifier": BUGS[bug].verifier}
+    seqs = text.generate(pair.target, pair.drafter, ids, n=n, L=CHECK_L, K=K, settings=s,
+                         rng=np.random.default_rng(seed), **kw)  # fmt: skip
+    return {"law": law, "counts": stats.counts(seqs, len(text.ALPHABET), CHECK_L), "joint": stats.joint_test(seqs, law),
+            "needed": stats.needed_n(law)}  # fmt: skip
+
+
+def set_rounds(r: int) -> None:
+    st.session_state[S + "rounds"] = max(0, min(MAX_ROUNDS, r))
+
+
+def run_to() -> None:
+    ss = st.session_state
+    steps = transcript(ss[S + "prompt"], int(ss[S + "K"]), float(ss[S + "T"]), int(ss[S + "seed"]), None, RUN_TO)
+    set_rounds(len(steps))
+
+
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+
+st.title("Real text")
+pair = models()
+st.caption(
+    f"Two character models trained when the app starts on the Python documentation topics that ship with every "
+    f"Python ({len(text.corpus()):,} characters): the target a {pair.target.order}-gram, the drafter a "
+    f"{pair.drafter.order}-gram, both smoothed so that every character has positive probability. Each round the "
+    "drafter proposes K characters and one target call verifies them with specviz.verify."
+)
+for note in link_notes:
+    st.warning(note, icon=":material/link:")
+
+left, right = st.columns([1, 2], gap="large")
+with left:
+    prompt = st.text_input("Prompt", max_chars=MAX_PROMPT, key=S + "prompt")
+    if text.decode(text.encode(prompt)) != prompt:
+        st.caption(f"Characters outside printable ASCII and newline are read as '{text.UNKNOWN}'.")
+    K = st.slider("Drafts per round K", 1, MAX_K, key=S + "K")
+    T = st.slider("Temperature (both models; 0 is greedy)", 0.0, 2.0, step=0.1, key=S + "T")
+    seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
+    rounds = int(st.session_state[S + "rounds"])
+    b = st.columns(3)
+    b[0].button("Step", key=S + "step", on_click=set_rounds, args=(rounds + 1,), disabled=rounds >= MAX_ROUNDS)
+    b[1].button(f"Run to {RUN_TO} characters", key=S + "run", on_click=run_to)
+    b[2].button("Clear", key=S + "clear", on_click=set_rounds, args=(0,))
+    st.caption(
+        f"Round r draws its random numbers from (seed, r): the link reproduces the text round by round "
+        f"(at most {MAX_ROUNDS} rounds)."
+    )
+
+rounds = int(st.session_state[S + "rounds"])
+steps = transcript(prompt, int(K), float(T), int(seed), rounds, None)
+with right:
+    legend = " ".join(
+        f'<span style="color:{COLORS[k]}{";text-decoration:line-through" if k == "rejected" else ""}">■ {name}</span>'
+        for k, name in (("accepted", "accepted draft"), ("rejected", "rejected draft (not in the text)"),
+                        ("replaced", "replacement"), ("bonus", "bonus"))
+    )  # fmt: skip
+    st.html(f"<div>{legend}</div>")
+    st.html(text.transcript_html(text.encode(prompt).tolist(), steps, COLORS))
+    if not steps:
+        st.info("Click **Step** for one round, or run to 200 characters. Hover a character for its p, q and coin.")
+    measured, expected = text.tokens_per_call(steps)
+    m = st.columns(4)
+    m[0].metric("target calls (rounds)", f"{len(steps)}")
+    m[1].metric("characters generated", f"{sum(len(s.emitted) for s in steps)}")
+    m[2].metric("tokens per target call", "–" if not steps else f"{measured:.3f}")
+    m[3].metric(
+        "exact expectation, contexts met",
+        "–" if not steps else f"{expected:.3f}",
+        help="mean over the rounds of 1 + Σ_i Π_(j≤i) min(1, p_j/q_j) for the drafts each round proposed",
+    )
+    if steps:
+        last = steps[-1]
+        rows = []
+        for i, x in enumerate(last.drafts):
+            reached = i <= last.accepted and i < len(last.drafts)
+            rows.append({
+                "draft": repr(text.ALPHABET[x]), "p(x)": round(last.p_draft[i], 5), "q(x)": round(last.q_draft[i], 5),
+                "min(1, p/q)": round(min(1.0, last.p_draft[i] / last.q_draft[i]), 5),
+                "coin u": round(last.coins[i], 5) if reached else None,
+                "result": "accepted" if i < last.accepted else "rejected" if i == last.accepted else "not reached",
+            })  # fmt: skip
+        st.caption(f"Round {len(steps)}: emitted {text.decode(last.emitted)!r}" + (" (bonus)" if last.bonus else ""))
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key=S + "last_round")
+
+shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug")}
+
+st.divider()
+st.subheader("Check exactness")
+c1, c2 = st.columns([1, 2], gap="large")
+with c1:
+    st.caption(
+        f"Generate N continuations of the prompt by draft-and-verify rounds with the settings above and test the "
+        f"joint law of the next {CHECK_L} characters against the target's exact law (chi-square over "
+        f"{len(text.ALPHABET) ** CHECK_L:,} cells, small ones pooled, α = {stats.ALPHA:g})."
+    )
+    n_asked = st.number_input("N sequences", min_value=1, step=5_000, key=S + "n")
+    n, n_note = limits.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
+    if n_note:
+        st.warning(n_note, icon=":material/content_cut:")
+    bug = st.selectbox("Verifier", BUG_NAMES, key=S + "bug",
+                       format_func=lambda b: b if b == NONE else f"bug: {b} ({BUGS[b].title.lower()})")  # fmt: skip
+    clicked = st.button("Run the check", type="primary", key=S + "check")
+shown |= {"n": int(n_asked), "bug": bug}
+check_key = (prompt, int(K), float(T), int(seed), n, bug)
+if clicked:
+    st.session_state[S + "checked"] = check_key
+with c2:
+    if st.session_state.get(S + "checked") != check_key:
+        st.info("Click **Run the check**; switch the verifier to a bug to watch the law drift.")
+    else:
+        try:
+            res = run_check(*check_key)
+        except InputError as e:
+            st.error(links.error_text(e), icon=":material/error:")
+            res = None
+        if res is not None:
+            j = res["joint"]
+            says = results.joint_says(j)
+            who = "the correct verifier" if bug == NONE else f"the bug {bug}"
+            if says == "inconclusive":
+                st.warning(
+                    f"**Inconclusive** for {who}: at N = {n:,} the test detects only a TV shift of "
+                    f"{j.detectable_tv:.3f} (needs ≤ {stats.MIN_TV:g}); this law needs N ≥ {res['needed']:,}.",
+                    icon=":material/help:",
+                )
+            elif says == "pass":
+                st.success(
+                    f"**Pass** for {who}: the chi-square stays below its critical value, and the test would have "
+                    f"caught any shift of TV ≥ {j.detectable_tv:.3f} with {j.power:.0%} probability.",
+                    icon=":material/check_circle:",
+                )
+            else:
+                st.error(f"**Fail** for {who}: the sequences do not follow the target's law.", icon=":material/cancel:")
+            m = st.columns(4)
+            m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
+            m[1].metric(f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}")
+            m[2].metric("TV(observed, exact)", f"{j.tv:.4f}")
+            m[3].metric(f"detectable TV ({j.power:.0%} power)", f"{j.detectable_tv:.4f}")
+            fig = figures.continuation_comparison(res["law"], res["counts"], text.cell_labels(CHECK_L))
+            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
+
+links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

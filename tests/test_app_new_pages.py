@@ -1,0 +1,297 @@
+"""The Sampling-settings, Interview and Real-text pages under AppTest.
+
+Each page renders without exception, a widget change changes the numbers it should (read
+back from the page and compared with specviz computed here), a bad typed value shows an
+inline error while the page keeps running, and the link round-trips the settings. The
+package functions behind them are tested in test_settings_demo, test_interview and test_text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import interview as iv
+from specviz import settings_demo as sd
+from specviz import text
+from specviz.processing import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS, INTERVIEW, TEXT = "app_pages/settings.py", "app_pages/interview.py", "app_pages/text.py"
+
+
+def open_page(page: str, query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    at.switch_page(page)
+    at.query_params.clear()
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    values = [m.value for m in at.metric if m.label == label]
+    assert len(values) == 1, [m.label for m in at.metric]
+    return values[0]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def link(at: AppTest) -> dict[str, str]:
+    return {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+
+
+# --- Sampling settings -----------------------------------------------------------------------------
+
+
+def pipelines(at: AppTest) -> dict[str, dict]:
+    df = at.dataframe[0].value
+    return {row["pipeline"]: row for row in df.to_dict("records")}
+
+
+def test_settings_defaults_are_the_computed_report_and_every_pipeline_is_lossless():
+    at = open_page(SETTINGS)
+    assert at.title[0].value == "Sampling settings"
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    rep = sd.settings_report(zt, zd, Settings(), Settings(), K=3)
+    assert metric(at, "acceptance rate Σ min(p, q)") == f"{rep.pipelines[0].acceptance:.4f}"
+    assert metric(at, "tokens per step, K = 3") == f"{rep.tokens_per_step:.4f}"
+    rows = pipelines(at)
+    assert list(rows) == ["correct", "q_unprocessed", "target_unprocessed"]
+    assert all(r["verdict"] == "✅ lossless" for r in rows.values())  # default settings everywhere: all coincide
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [t["name"] for t in chart["data"]]
+    assert "p: target with the request's settings" in names and "q: draft with the drafter's settings" in names
+
+
+def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exact_tv():
+    at = open_page(SETTINGS)
+    at.slider(key="settings.rp").set_value(0.9)
+    at.number_input(key="settings.dk").set_value(2)
+    rerun(at)
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    rep = sd.settings_report(zt, zd, Settings(top_p=0.9), Settings(top_k=2), K=3)
+    by = {pl.name: pl for pl in rep.pipelines}
+    assert metric(at, "acceptance rate Σ min(p, q)") == f"{by['correct'].acceptance:.4f}"
+    rows = pipelines(at)
+    assert rows["correct"]["verdict"] == "✅ lossless"
+    assert rows["target_unprocessed"]["verdict"] == "❌ lossy" and rows["q_unprocessed"]["verdict"] == "❌ lossy"
+    assert rows["target_unprocessed"]["TV from plain decoding"] == f"{by['target_unprocessed'].tv_plain:.3g}"
+    assert rows["q_unprocessed"]["TV from plain decoding"] == f"{by['q_unprocessed'].tv_plain:.3g}"
+    removed = np.flatnonzero(rep.removed_p)
+    assert removed.size and f"token {removed[0]}" in texts(at.markdown)
+    assert link(at)["rp"] == "0.9" and link(at)["dk"] == "2"
+    # The badge is computed: at top-p 0.8 the request keeps one token, p is one-hot, and the wrong q
+    # can no longer move the law (the residual is that token), so q_unprocessed turns lossless.
+    at.slider(key="settings.rp").set_value(0.8)
+    rerun(at)
+    assert pipelines(at)["q_unprocessed"]["verdict"] == "✅ lossless"
+
+
+def test_settings_bad_typed_logits_show_an_inline_error_and_the_page_keeps_running():
+    at = open_page(SETTINGS)
+    at.radio(key="settings.source").set_value("typed")
+    rerun(at)
+    at.text_input(key="settings.tl").input("1, two, 3")
+    rerun(at)
+    assert "target logits: expected numbers (or -inf), got 'two'" in texts(at.error)
+    assert at.title[0].value == "Sampling settings" and link(at)["tl"] == "1, two, 3"  # the typo stays in the link
+    at.text_input(key="settings.tl").input("2, 1, 0, -inf")
+    at.text_input(key="settings.dl").input("0 0 0 0")
+    rerun(at)
+    assert not at.error
+    rep = sd.settings_report([2, 1, 0, -np.inf], [0, 0, 0, 0], Settings(), Settings())
+    assert metric(at, "acceptance rate Σ min(p, q)") == f"{rep.pipelines[0].acceptance:.4f}"
+    at.text_input(key="settings.dl").input("0 0 0")
+    rerun(at)
+    assert "draft logits: expected 4 logits" in texts(at.error)
+
+
+def test_settings_link_round_trips_and_bad_link_values_are_noted():
+    query = {"source": "random", "seed": "5", "dT": "0.5", "dk": "3", "K": "5", "knob": "top_k", "rT": "0.7"}
+    at = open_page(SETTINGS, query)
+    assert at.number_input(key="settings.seed").value == 5 and at.slider(key="settings.K").value == 5
+    zt, zd = sd.random_logits(5)
+    rep = sd.settings_report(zt, zd, Settings(temperature=0.7), Settings(0.5, 3), K=5)
+    assert metric(at, "tokens per step, K = 5") == f"{rep.tokens_per_step:.4f}"
+    best = max(sd.sweep(zt, zd, Settings(temperature=0.7), Settings(0.5, 3), "top_k", sd.sweep_values("top_k", 8), 5),
+               key=lambda pt: pt.acceptance)  # fmt: skip
+    assert metric(at, "best top_k for acceptance") == f"{best.value:g}"
+    got = link(at)
+    for k, v in query.items():
+        assert got[k] == v, k
+    bad = open_page(SETTINGS, {"rT": "-1", "knob": "heat"})
+    notes = texts(bad.warning)
+    assert "rT" in notes and "knob" in notes
+    assert bad.number_input(key="settings.rT").value == 1.0
+
+
+def test_settings_greedy_acceptance_is_q_of_the_target_argmax():
+    at = open_page(SETTINGS)
+    at.number_input(key="settings.rT").set_value(0.0)
+    rerun(at)
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    q = sd.settings_report(zt, zd, Settings(), Settings()).q
+    top = int(np.argmax(zt))
+    assert metric(at, "acceptance rate Σ min(p, q)") == f"{q[top]:.4f}"
+    assert f"the target's argmax is **token {top}**" in texts(at.markdown)
+
+
+# --- Interview walkthrough -------------------------------------------------------------------------
+
+
+def test_interview_check_says_right_or_wrong_and_keeps_progress_in_the_link():
+    at = open_page(INTERVIEW)
+    assert at.title[0].value == "Interview walkthrough"
+    qs = iv.questions()
+    assert qs[0].title in texts(at.subheader) and not at.success  # nothing revealed before a check
+    at.number_input(key="interview.in.acceptance").set_value(round(float(qs[0].answer), 3))
+    at.button(key="interview.check").click()
+    rerun(at)
+    assert texts(at.success).startswith("Right")
+    assert link(at)["ans"] == iv.encode_answers({"acceptance": round(float(qs[0].answer), 3)})
+    at.button(key="interview.next").click()
+    rerun(at)
+    at.radio(key="interview.in.residual").set_value("p itself")
+    at.button(key="interview.check").click()
+    rerun(at)
+    assert "Not quite" in texts(at.error) and "the answer is" in texts(at.error)
+    assert link(at)["step"] == "1"
+    at.button(key="interview.to_summary").click()
+    rerun(at)
+    summary = texts(at.markdown)
+    assert f"**{qs[0].title}**: ✅ right" in summary and f"**{qs[1].title}**: ❌ wrong" in summary
+    assert metric(at, "right") == f"1 of {len(qs)}"
+    assert [b.proto.label for b in at.get("download_button")] == ["Download the cheat sheet (Markdown)"]
+
+
+def test_interview_link_restores_the_step_and_answers_and_bad_links_fall_back():
+    qs = iv.questions()
+    at = open_page(INTERVIEW, {"step": "3", "ans": "0.7,1,2.2"})
+    assert f"4. {qs[3].title}" in texts(at.subheader)
+    assert "3 of 10 answered, 2 right" in str(at.get("progress")[0].proto.text)
+    bad = open_page(INTERVIEW, {"ans": "0.7,zz", "step": "99"})
+    notes = texts(bad.warning)
+    assert "ans" in notes and "step" in notes
+    assert f"1. {qs[0].title}" in texts(bad.subheader)
+
+
+def test_interview_speedup_explorer_and_roofline_follow_their_sliders():
+    keys = [q.key for q in iv.questions()]
+    at = open_page(INTERVIEW, {"step": str(keys.index("best_k"))})
+    at.number_input(key="interview.in.best_k").set_value(3)
+    at.button(key="interview.check").click()
+    rerun(at)
+    assert metric(at, "best K") == f"{iv.best_K(0.8, 0.05)}"
+    at.slider(key="interview.a").set_value(0.5)
+    at.slider(key="interview.c").set_value(0.3)
+    rerun(at)
+    assert metric(at, "best K") == f"{iv.best_K(0.5, 0.3)}"
+    assert metric(at, "speedup at K = 1: (1 + a)/(1 + c)") == f"×{iv.speedup(0.5, 1, 0.3):.3f}"
+    at = open_page(INTERVIEW, {"step": str(keys.index("roofline")), "ans": ",,,,,3"})
+    before = metric(at, "verification cost (decode steps of this batch)")
+    assert before == f"{iv.verify_cost(8, 4):.2f}"
+    at.slider(key="interview.B").set_value(1024)
+    rerun(at)
+    after = metric(at, "verification cost (decode steps of this batch)")
+    assert after == f"{iv.verify_cost(1024, 4):.2f}" and after != before
+    assert link(at)["B"] == "1024"
+
+
+# --- Real text ---------------------------------------------------------------------------------------
+
+
+def transcript(prompt: str, K: int, T: float, seed: int, **kw) -> list[text.Step]:
+    pair = text.trained_pair()
+    return text.transcript(pair.target, pair.drafter, text.encode(prompt).tolist(), K, Settings(temperature=T), seed,
+                           **kw)  # fmt: skip
+
+
+def test_text_step_and_run_follow_the_package_transcript():
+    at = open_page(TEXT)
+    assert at.title[0].value == "Real text"
+    assert metric(at, "target calls (rounds)") == "0"
+    at.button(key="text.step").click()
+    rerun(at)
+    one = transcript("The ", 4, 1.0, 0, rounds=1)
+    assert metric(at, "characters generated") == f"{len(one[0].emitted)}"
+    at.button(key="text.run").click()
+    rerun(at)
+    steps = transcript("The ", 4, 1.0, 0, until=200)
+    measured, expected = text.tokens_per_call(steps)
+    assert metric(at, "target calls (rounds)") == f"{len(steps)}"
+    assert int(metric(at, "characters generated")) >= 200
+    assert metric(at, "tokens per target call") == f"{measured:.3f}"
+    assert metric(at, "exact expectation, contexts met") == f"{expected:.3f}"
+    html = "".join(h.proto.body for h in at.get("html"))
+    assert html.count('class="sv-accepted"') == sum(s.accepted for s in steps)
+    assert link(at)["rounds"] == str(len(steps))
+
+
+def test_text_link_round_trips_and_hostile_prompts_are_escaped():
+    query = {"prompt": "<b>bold</b> & ", "K": "2", "T": "0.5", "seed": "3", "rounds": "7"}
+    at = open_page(TEXT, query)
+    steps = transcript(query["prompt"], 2, 0.5, 3, rounds=7)
+    assert metric(at, "characters generated") == f"{sum(len(s.emitted) for s in steps)}"
+    html = "".join(h.proto.body for h in at.get("html"))
+    assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
+    got = link(at)
+    for k, v in query.items():
+        assert got[k] == v, k
+    at.slider(key="text.T").set_value(0.0)  # greedy: the same rounds, recomputed
+    rerun(at)
+    greedy = transcript(query["prompt"], 2, 0.0, 3, rounds=7)
+    assert metric(at, "characters generated") == f"{sum(len(s.emitted) for s in greedy)}"
+    bad = open_page(TEXT, {"prompt": "x" * 201, "K": "99"})
+    notes = texts(bad.warning)
+    assert "prompt" in notes and "K" in notes
+    assert bad.text_input(key="text.prompt").value == "The "
+
+
+def test_text_check_is_inconclusive_without_power_and_catches_a_bug_with_it():
+    at = open_page(TEXT, {"K": "1", "n": "2000"})
+    at.button(key="text.check").click()
+    rerun(at)
+    assert "**Inconclusive** for the correct verifier" in texts(at.warning)
+    at.number_input(key="text.n").set_value(10**6)
+    at.selectbox(key="text.bug").set_value("resample_from_p")
+    rerun(at)
+    assert f"N capped at {text.MAX_CHECK_N:,}" in texts(at.warning)
+    at.button(key="text.check").click()
+    rerun(at)
+    assert "**Fail** for the bug resample_from_p" in texts(at.error)
+    assert float(metric(at, "detectable TV (99% power)")) <= 0.05
+
+
+@pytest.mark.parametrize("page", [SETTINGS, INTERVIEW, TEXT])
+def test_settings_survive_a_visit_to_another_page(page):
+    at = open_page(page)
+    key, value = {SETTINGS: ("settings.K", 6), INTERVIEW: ("interview.step", 2), TEXT: ("text.K", 7)}[page]
+    if page == INTERVIEW:
+        at.button(key="interview.next").click()
+        rerun(at)
+        at.button(key="interview.next").click()
+    else:
+        at.slider(key=key).set_value(value)
+    rerun(at)
+    at.switch_page("app_pages/tokens.py")
+    at.query_params.clear()
+    rerun(at)
+    at.switch_page(page)
+    at.query_params.clear()
+    rerun(at)
+    assert at.session_state[key] == value
