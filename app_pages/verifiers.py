@@ -1,0 +1,124 @@
+"""Verifiers side by side: every rule's exact distance from the target and its exact tokens per step."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from specviz import InputError, court, links, presenter, prove
+
+S = "verifiers."
+MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 answers in a few seconds
+MAX_V = 4  # tokens in a typed p or q, for the same reason
+MAX_EVALS = 1_000_000  # verifier rows per rule before the court refuses (about a second at V = 4)
+TOY = "toy"
+PQ = "pq"
+SCENARIOS = ("reference", "deterministic", "zeros", "ragged")  # prove's scenarios the court answers fast
+SOURCES = (TOY, PQ, *SCENARIOS)
+PARAMS = [
+    links.choice_param("source", TOY, SOURCES),
+    links.text_param("p", "0.5, 0.3, 0.15, 0.05", max_len=200),
+    links.text_param("q", "0.25, 0.25, 0.25, 0.25", max_len=200),
+    links.int_param("K", 2, 1, MAX_K),
+]
+SOURCE_LABELS = {
+    TOY: "The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts",
+    PQ: "Your own p and q (the same at every position)",
+    **{name: f"Scenario: {prove.SCENARIOS[name].title}" for name in SCENARIOS},
+}
+VERDICT_COLOURS = {"lossless": "#2a9d8f", "LOSSY": "#e76f51", "refused": "#9e9e9e"}
+
+
+@st.cache_data(show_spinner="Enumerating every rule's exact law…", max_entries=32, ttl=3600)
+def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> list[dict]:
+    if source == TOY:
+        pb = court.toy_problem()
+    elif source == PQ:
+        pb = court.pair_problem(p, q, K)
+    else:
+        pb = court.problem(source)
+    return court.table(court.compare(None, pb, max_evals=MAX_EVALS))
+
+
+def chart(rows: list[dict]) -> go.Figure:
+    fig = go.Figure()
+    for verdict, colour in VERDICT_COLOURS.items():
+        sel = [r for r in rows if r["verdict"] == verdict]
+        if not sel:
+            continue
+        fig.add_bar(
+            x=[r["rule"] for r in sel],
+            y=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
+            name=verdict,
+            marker_color=colour,
+            text=[f"TV {r['TV from target']:.3g}" if verdict != "refused" else "refused" for r in sel],
+            textposition="outside",
+        )
+    fig.update_layout(
+        title="Exact tokens per target pass, coloured by the computed verdict",
+        yaxis_title="E[tokens per verification]",
+        xaxis={"categoryorder": "array", "categoryarray": [r["rule"] for r in rows]},
+        margin={"t": 60, "b": 10},
+        legend_title_text="verdict",
+    )
+    return fig
+
+
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+
+st.title("Verifiers side by side")
+st.caption(
+    "Every rule is put through the exact court (specviz.court): its output law over the first tokens is enumerated "
+    "over its explicit uniforms, compared with the target's law, and its expected tokens per verification computed "
+    "exactly. The verdict is computed from those numbers: lossless when the total-variation distance from the target "
+    "is at most 1e-12 plus the mass the enumeration could not resolve."
+)
+for note in link_notes:
+    st.warning(note, icon=":material/link:")
+
+left, right = st.columns([1, 2], gap="large")
+with left:
+    source = st.selectbox("Problem", SOURCES, format_func=SOURCE_LABELS.get, key=S + "source")
+    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ)
+    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ)
+    K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
+
+rows = None
+with right:
+    try:
+        p, q = tuple(links.parse_floats(p_text)), tuple(links.parse_floats(q_text))
+        if source == PQ and not 1 <= len(p) <= MAX_V:
+            raise InputError(
+                "p", f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)", str(len(p))
+            )
+        rows = judge_all(source, p, q, int(K))
+    except (InputError, ValueError) as e:
+        st.error(links.error_text(e), icon=":material/error:")
+    if rows is not None:
+        st.plotly_chart(presenter.chart(chart(rows), st.session_state), key=S + "chart")
+
+if rows is not None:
+    by_rule = {r["rule"]: r for r in rows}
+    m = st.columns(3)
+    for col, name in zip(m, ("chain", "block", "block, lossy last threshold"), strict=True):
+        r = by_rule[name]
+        col.metric(f"{name}: accepted drafts per step", f"{r['accepted drafts per step']:.6f}", r["verdict"],
+                   delta_color="off", delta_arrow="off")  # fmt: skip
+    st.dataframe(rows, hide_index=True, key=S + "table")
+    refused = [r["rule"] for r in rows if r["verdict"] == "refused"]
+    if refused:
+        st.caption(
+            f"Refused ({', '.join(refused)}): the enumeration needed more than {MAX_EVALS:,} verifier rows; the court "
+            "gives no number rather than a guess."
+        )
+    st.caption(
+        "Rules: chain (specviz.verify), block verification (Sun et al., ICLR 2025), recursive rejection sampling on a "
+        "chain-shaped tree, sample-and-match, and three lossy rules kept for comparison: block verification with the "
+        "uncapped product as its last threshold, Medusa's typical acceptance (epsilon 0.3, delta 0.09) and lenient "
+        "acceptance (keep with probability min(1, p / (0.75 q)))."
+    )
+
+shown = {"source": source, "p": p_text, "q": q_text, "K": int(K)}
+links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

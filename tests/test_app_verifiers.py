@@ -1,0 +1,60 @@
+"""The Verifiers page under AppTest, run on its own (app.py's navigation lists it separately).
+
+The page renders without exception, shows the paper's toy figures as the court computes them,
+changes its numbers when p and q change, shows bad input inline and keeps running, and puts
+its settings in the link.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from specviz import court
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = str(ROOT / "app_pages" / "verifiers.py")
+
+
+def run(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.delta) for m in at.metric}
+
+
+def test_toy_example_figures_and_badges():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    m = metrics(at)
+    assert m["chain: accepted drafts per step"] == (f"{10 / 9:.6f}", "lossless")
+    assert m["block: accepted drafts per step"] == (f"{11 / 9:.6f}", "lossless")
+    assert m["block, lossy last threshold: accepted drafts per step"] == (f"{4 / 3:.6f}", "LOSSY")
+    table = at.dataframe[0].value
+    assert list(table["rule"]) == list(court.RULES)
+    lossy = table[table["rule"] == "block, lossy last threshold"].iloc[0]
+    assert abs(lossy["TV from target"] - 1 / 9) < 1e-12
+    assert dict(at.query_params)["source"] in ("toy", ["toy"])
+
+
+def test_own_p_and_q_change_the_numbers_and_bad_input_is_inline():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    at.selectbox(key="verifiers.source").set_value("pq")
+    run(at)  # the p, q and K inputs are enabled for this source only
+    at.text_input(key="verifiers.p").set_value("0.6, 0.4")
+    at.text_input(key="verifiers.q").set_value("0.2, 0.8")
+    at.slider(key="verifiers.K").set_value(1)
+    run(at)
+    want = {j.rule: j for j in court.compare(["chain", "block"], court.pair_problem([0.6, 0.4], [0.2, 0.8], 1))}
+    m = metrics(at)
+    assert m["chain: accepted drafts per step"][0] == f"{want['chain'].expected_accepted_per_step:.6f}"
+    assert abs(want["chain"].expected_accepted_per_step - 0.6) < 1e-12  # sum min(p, q) = 0.2 + 0.4
+    at.text_input(key="verifiers.p").set_value("0.6, 0.6")
+    run(at)
+    assert any("target_probs" in str(e.value) for e in at.error)
+    assert not at.metric  # no numbers for a problem that is not one
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert link["source"] == "pq" and link["p"] == "0.6, 0.6" and link["K"] == "1"
