@@ -59,7 +59,7 @@ def _num(x: float, fmt: str) -> str:
 
 COLUMNS = [
     ("scenario", 13), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
-    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 7), ("verdict", 12),
+    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 8), ("verdict", 12),
 ]  # fmt: skip
 
 
@@ -68,11 +68,20 @@ def format_row(r: CaseResult) -> str:
     cells = [
         r.scenario, r.verifier, _num(j.statistic, ".1f"), str(j.dof), _num(j.critical_value, ".1f"),
         _num(j.p_value, ".2g"), _num(j.tv, ".4f"), _num(j.detectable_tv, ".4f"), _num(r.tokens.measured, ".3f"),
-        _num(r.tokens.expected, ".3f"), "-" if r.error else "pass" if r.first_token.passed else "fail", r.verdict,
+        _num(r.tokens.expected, ".3f"), _first_token(r), r.verdict,
     ]  # fmt: skip
     return " ".join(
         c.rjust(w) if i > 1 else c.ljust(w) for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
     )
+
+
+def _first_token(r: CaseResult) -> str:
+    """The first-token test's outcome, by the same power rule as the verdicts."""
+    if r.error:
+        return "-"
+    if not r.first_token.conclusive:
+        return "inconcl."
+    return "pass" if r.first_token.passed else "fail"
 
 
 def header() -> str:
@@ -224,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                "summary": summary_line(suite), "verifier": vname, "n": args.n, "seed": args.seed,
                "alpha": args.alpha, "seconds": round(elapsed, 2),
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(suite, args, elapsed)
     return EXIT_FAIL if suite.failures else EXIT_INCONCLUSIVE if suite.inconclusive else EXIT_OK

@@ -86,7 +86,7 @@ def test_a_crash_shows_the_verifiers_own_traceback():
     assert 'raise RuntimeError("out of cheese")' in r.stdout
     j = prove("--n", "1000", "--verifier", "tests.user_verifiers:crashes", "--scenarios", "reference",
               "--bugs", "none", "--json")  # fmt: skip
-    case = json.loads(j.stdout)["cases"][0]
+    case = json.loads(j.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))["cases"][0]
     assert case["verdict"] == "ERROR" and "in _inner_helper" in case["traceback"]
 
 
@@ -132,8 +132,9 @@ def test_no_power_means_inconclusive_with_the_n_needed():
     assert r.returncode == 3, r.stdout
     assert "inconclusive: N too small, need N >= " in r.stdout and "OK" not in r.stdout.replace("NOT OK", "")
     need = int(r.stdout.split("need N >= ")[1].split()[0].replace(",", ""))
+    assert "inconcl." in r.stdout and " pass " not in r.stdout  # the first-token column follows the rule too
     j = prove("--n", "3", "--verifier", "tests.user_verifiers:broken", "--scenarios", "reference", "--json")
-    out = json.loads(j.stdout)
+    out = json.loads(j.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert out["verdict"] == "inconclusive" and out["needed_n"] == need > 3
     assert {c["verdict"] for c in out["cases"]} == {"inconclusive"}
     assert all(c["needed_n"] > 3 for c in out["cases"])
