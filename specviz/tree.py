@@ -405,3 +405,99 @@ def _verify(tree: _Tree, ua: Array, us: Array, validate: bool, *, residual: str 
         thresholds=thr,
         sample_uniforms=us + 0.0,
     )
+
+
+# ---------------------------------------------------------------- k-ary trees of a context-free pair
+
+
+def kary_parents(k: int, depth: int) -> np.ndarray:
+    """(N,) parents of the full tree with k children per node down to ``depth``, numbered level by
+    level (N = 1 + k + .. + k^depth); node 0 is the root."""
+    if int(k) < 1 or int(depth) < 0:
+        raise InputError("k", "k >= 1 children per node and depth >= 0", f"k = {k}, depth = {depth}")
+    parents, level = [ROOT_PARENT], [0]
+    for _ in range(int(depth)):
+        nxt = []
+        for node in level:
+            for _ in range(int(k)):
+                parents.append(node)
+                nxt.append(len(parents) - 1)
+        level = nxt
+    return np.array(parents, dtype=np.int64)
+
+
+class TreeBatch(NamedTuple):
+    """Inputs of :func:`verify_tree` for n rows."""
+
+    target_probs: np.ndarray  # (n, N, V)
+    draft_probs: np.ndarray | None  # (n, N, V), None for deterministic candidates
+    node_tokens: np.ndarray  # (n, N)
+    parents: np.ndarray  # (n, N)
+    num_nodes: np.ndarray  # (n,)
+
+
+def context_free_trees(
+    target_probs: np.ndarray, draft_probs: np.ndarray, parents: np.ndarray, n: int, rng: np.random.Generator, *,
+    iid: bool = True,
+) -> TreeBatch:  # fmt: skip
+    """n trees of one shape for a context-free pair (the same p and q after every prefix).
+
+    ``iid``: every node's children are drawn independently from q (SpecInfer); otherwise they
+    are q's most likely tokens, in order (ties to the lowest id), as a top-k tree, and the
+    verifier is told no q.
+    """
+    p = np.asarray(target_probs, dtype=np.float64)
+    q = np.asarray(draft_probs, dtype=np.float64)
+    par = np.asarray(parents, dtype=np.int64)
+    N, V = par.shape[0], p.shape[0]
+    tokens = np.zeros((int(n), N), dtype=np.int64)
+    if iid:
+        cdf = np.cumsum(q)
+        tokens[:, 1:] = np.minimum((cdf[None, None, :] <= rng.random((int(n), N - 1, 1)) * cdf[-1]).sum(-1), V - 1)
+    else:
+        order = np.lexsort((np.arange(V), -q))  # q's tokens, most likely first
+        rank = np.zeros(N, dtype=np.int64)
+        for i in range(1, N):
+            if rank[par[i]] >= V:
+                raise InputError("parents", f"at most V = {V} distinct candidates per node", "more")
+            tokens[:, i] = order[rank[par[i]]]
+            rank[par[i]] += 1
+    T = np.broadcast_to(p, (int(n), N, V))
+    Q = np.broadcast_to(q, (int(n), N, V)) if iid else None
+    return TreeBatch(T, Q, tokens, np.broadcast_to(par, (int(n), N)), np.full(int(n), N, dtype=np.int64))
+
+
+def node_acceptance(target_probs: np.ndarray, draft_probs: np.ndarray, k: int, *, iid: bool = True) -> float:
+    """Chance that one of a node's k candidates is accepted, for a context-free pair.
+
+    i.i.d. candidates: 1 - prod_i (1 - a_i) with a_i = sum min(r_i, q), r_0 = p and
+    r_{i+1} = (r_i - q)^+ / (1 - a_i). Top-k deterministic candidates y_1 .. y_k: the sum of
+    p(y_i) (candidate i is accepted with probability r_{i-1}(y_i), and r is p renormalized
+    without the earlier candidates).
+    """
+    p = np.asarray(target_probs, dtype=np.float64)
+    q = np.asarray(draft_probs, dtype=np.float64)
+    if not iid:
+        order = np.lexsort((np.arange(q.size), -q))
+        return float(p[order[: int(k)]].sum())
+    r, miss = p.copy(), 1.0
+    for _ in range(int(k)):
+        a = float(np.minimum(r, q).sum())
+        miss *= 1.0 - a
+        if a >= 1.0:
+            break
+        r = np.maximum(r - q, 0.0) / (1.0 - a)
+    return 1.0 - miss
+
+
+def kary_expected_accepted(
+    target_probs: np.ndarray, draft_probs: np.ndarray, k: int, depth: int, *, iid: bool = True
+) -> float:
+    """Exact expected accepted candidates of a full k-ary tree of ``depth`` for a context-free pair.
+
+    After an acceptance the child's candidates face the same p and q again, so the depth reached
+    is at least d with probability A^d, A = :func:`node_acceptance`: the sum of A^d, d = 1..depth.
+    With k = 1 this is the chain's a (1 - a^K) / (1 - a).
+    """
+    A = node_acceptance(target_probs, draft_probs, k, iid=iid)
+    return float(sum(A**d for d in range(1, int(depth) + 1)))

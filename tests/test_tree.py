@@ -26,7 +26,16 @@ from specviz import InputError, Uniforms, verify
 from specviz.exact import verifier_law
 from specviz.markov import Drafter, random_chain
 from specviz.stats import ALPHA, joint_test
-from specviz.tree import _prepare, _verify, verify_tree, verify_tree_chain
+from specviz.tree import (
+    _prepare,
+    _verify,
+    context_free_trees,
+    kary_expected_accepted,
+    kary_parents,
+    node_acceptance,
+    verify_tree,
+    verify_tree_chain,
+)
 
 TOL = 1e-12
 DEPTH = 2  # the deepest node; laws are compared on DEPTH + 1 tokens
@@ -201,7 +210,33 @@ def test_two_candidates_keep_more_than_one():
     r = np.maximum(p - q, 0) / (1 - a)
     assert abs(one - a) < TOL
     assert abs(two - (a + (1 - a) * np.minimum(r, q).sum())) < TOL
+    assert abs(two - node_acceptance(p, q, 2)) < TOL
     assert two > one + 1e-3
+
+
+def test_kary_closed_form_is_the_chains_at_k_1():
+    p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
+    a = np.minimum(p, q).sum()
+    for K in (1, 2, 3):
+        assert abs(kary_expected_accepted(p, q, 1, K) - a * (1 - a**K) / (1 - a)) < TOL
+    assert kary_parents(2, 2).tolist() == [-1, 0, 0, 1, 1, 2, 2]
+    assert abs(kary_expected_accepted(p, q, 2, 1, iid=False) - 0.8) < TOL  # top-2 of uniform q: tokens 0, 1
+
+
+@pytest.mark.parametrize("k,iid", [(2, True), (3, True), (2, False), (3, False)])
+def test_measured_accepted_matches_the_closed_form(k, iid):
+    # 20,000 seeded k-ary trees of depth 2; |mean - exact| < 4 standard errors (a false alarm
+    # about 6e-5 of the time). The mistake (resample from p after a rejection) must miss by more.
+    p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
+    batch = context_free_trees(p, q, kary_parents(k, 2), 20_000, np.random.default_rng(k), iid=iid)
+    want = kary_expected_accepted(p, q, k, 2, iid=iid)
+    tree = _prepare(*batch, True)
+    rng = np.random.default_rng(100 + k)
+    ua, us = rng.random((20_000, batch.parents.shape[1] - 1)), rng.random(20_000)
+    for residual, ok in (("residual", True), ("target", False)):
+        acc = _verify(tree, ua, us, True, residual=residual).num_accepted
+        z = abs(acc.mean() - want) / (acc.std() / np.sqrt(acc.size))
+        assert (z < 4) == ok, (residual, z)
 
 
 def test_chain_shaped_tree_through_the_court():
