@@ -132,11 +132,11 @@ table = pd.DataFrame(
     [
         {
             "pipeline": pl.name,
-            "what the verifier is given": pl.description,
-            "acceptance": round(pl.acceptance, 6),
+            "verdict": "✅ lossless" if pl.lossless else "❌ lossy",
             "TV from plain decoding": f"{pl.tv_plain:.3g}",
             "TV from the raw target": f"{pl.tv_raw:.3g}",
-            "verdict": "✅ lossless" if pl.lossless else "❌ lossy",
+            "acceptance": round(pl.acceptance, 6),
+            "what the verifier is given": pl.description,
         }
         for pl in rep.pipelines
     ]

@@ -449,10 +449,10 @@ def settings_bars(p_raw: Sequence[float], p: Sequence[float], q_raw: Sequence[fl
     x = _tokens(V)
     fig = go.Figure()
     for y, name, color, opacity in (
-        (p_raw, "target, raw softmax", TARGET, 0.35),
-        (p, "p: target with the request's settings", TARGET, 1.0),
-        (q_raw, "draft, raw softmax", DRAFT, 0.35),
-        (q, "q: draft with the drafter's settings", DRAFT, 1.0),
+        (p_raw, "target raw", TARGET, 0.35),
+        (p, "p (request's settings)", TARGET, 1.0),
+        (q_raw, "draft raw", DRAFT, 0.35),
+        (q, "q (drafter's settings)", DRAFT, 1.0),
     ):
         fig.add_bar(x=x, y=np.asarray(y, dtype=np.float64), name=name, marker_color=color, opacity=opacity,
                     hovertemplate="%{x}<br>" + name + " = %{y:.4f}<extra></extra>")  # fmt: skip

@@ -75,7 +75,7 @@ def test_settings_defaults_are_the_computed_report_and_every_pipeline_is_lossles
     assert all(r["verdict"] == "✅ lossless" for r in rows.values())  # default settings everywhere: all coincide
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t["name"] for t in chart["data"]]
-    assert "p: target with the request's settings" in names and "q: draft with the drafter's settings" in names
+    assert "p (request's settings)" in names and "q (drafter's settings)" in names
 
 
 def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exact_tv():
