@@ -27,21 +27,34 @@ How the boxes are found (adaptively, never from a fixed grid):
    it would be cut on, is *unresolved*: it is given its centre's output and its probability
    mass counts towards :attr:`ExactLaw.unresolved`, which bounds the total-variation distance
    between the returned law and the true one. Above ``tol`` (default 1e-9) the call is refused.
+4. Audit: ``audit`` (4096) random points per context, rows drawn by their probability and
+   uniforms at random (the round's own law), are evaluated and compared with the box each falls
+   in. A point that disagrees reopens its box: the path from the box's centre to the point,
+   one uniform at a time, gives a uniform along which the output changes, and that line is
+   searched with the point on it. Then the audit runs again, twice as large, up to
+   ``AUDIT_ROUNDS`` times; an audit that never comes back clean is a refusal.
 
 What "exact" means, honestly. Probing cannot prove a box constant. The result is the verifier's
-law up to float64 rounding (about 1e-15) under one assumption: every piece of constant output
-that meets an accepted box contains one of its probes, and every piece crossed by a searched
-line contains a point of that search. A piece narrower than the probe spacing and lying
-strictly inside a box can be missed; nothing flags it. What the listed breakpoints add: a
-piece bounded by listed thresholds is found on a searched line whatever its width (a midpoint
-lies inside it), so the correct rule and the bugs of :mod:`specviz.bugs` never depend on the
-evenly spaced points; a verifier with other thresholds (a rescaled coin, say) is exact when its
-pieces are wider than 1/``LINE_POINTS`` of a box along the line searched. What is checked, and
-refused with an :class:`InputError` naming ``verifier``: a verifier that is not a pure function
+law up to float64 rounding (about 1e-15, far below ``unresolved``'s tolerance) under one
+assumption: every piece of constant output that meets an accepted box contains one of its
+probes or of the points of a line searched through it. What the listed breakpoints add: a piece
+bounded by listed thresholds is found on a searched line whatever its width (a midpoint lies
+inside it), so the correct rule and the bugs of :mod:`specviz.bugs` never depend on the evenly
+spaced points. Other thresholds (a coin rescaled as 3u mod 1, say) are found when their pieces
+are wider than 1/``LINE_POINTS`` of the box along the line searched. A narrower piece lying
+strictly between probes is what the assumption excludes; nothing proves it absent, but the
+audit bounds it statistically: a clean audit of N points per context (:attr:`ExactLaw.audited`)
+would have met a missed mass of m with probability 1 - (1 - m)^N, e.g. 95% for m = 3/N =
+7e-4 at N = 4096 (measured: a coin rescaled as 7u mod 1, whose pieces the searches miss, is
+either resolved exactly after its audits reopen the missed boxes or refused; never a law off
+by more than rounding in prove's scenarios).
+
+Refused with an :class:`InputError` naming ``verifier``: a verifier that is not a pure function
 of its uniforms (every round of probes calls it a second time on the box centres, in reverse
-order, and the outputs must match), one whose unresolved mass exceeds ``tol`` (for instance a
-threshold on u_0 + u_1, which no cut along one uniform resolves) or that needs more than
-``max_evals`` verifier rows, and one that emits no token in some round.
+order, and the outputs must match), one whose unresolved mass exceeds ``tol`` or that needs more
+than ``max_evals`` verifier rows (for instance a threshold on u_0 + u_1, which no cut along one
+uniform resolves), one whose audit keeps failing, and one that emits no token in any round.
+A round that emits nothing with some probability is retried, as ``generate`` does.
 
 Work saved: a round's law depends only on its context (the last token, or the start) and
 draft count, so each context is enumerated once however many prefixes end in it; outputs are
@@ -69,6 +82,9 @@ SNAP_ULPS = 256  # a change next to a search point is first looked for this many
 MAX_DEPTH = 64  # cuts along one path before a box counts as unresolved
 MIN_WIDTH = 2.0**-44  # narrower than this along its cut uniform: rounding scale, unresolved
 UNRESOLVED_TOL = 1e-9  # default bound on the unresolved probability mass before refusing
+AUDIT_POINTS = 4096  # random points per context checked against the boxes after they are resolved
+AUDIT_ROUNDS = 5  # audits (each reopening the boxes it contradicts, the next twice as large) before refusing
+AUDIT_SEED = 20_251_130  # the audit is reproducible
 MAX_ROWS = 50_000  # (context, draft count, drafts) rows of one batch of contexts
 MAX_EVALS = 5_000_000  # verifier rows of one call of verifier_law: ~5 s at V = 4
 CHUNK = 1 << 18  # verifier rows per call: ~30 MB of float64 inputs at V = 4, K = 3
@@ -83,6 +99,7 @@ class ExactLaw(NamedTuple):
     boxes: int  # boxes probed
     evaluations: int  # verifier rows evaluated
     calls: int  # verifier calls
+    audited: int  # random points per context, drawn from the round's law, that all matched their box
 
 
 def breakpoints(target_probs: np.ndarray, draft_probs: np.ndarray | None, draft_tokens: np.ndarray) -> np.ndarray:
@@ -127,6 +144,7 @@ def verifier_law(
     K: int | None = None,
     tol: float = UNRESOLVED_TOL,
     max_evals: int = MAX_EVALS,
+    audit: int = AUDIT_POINTS,
 ) -> ExactLaw:
     """The law of the first L tokens of draft-and-verify rounds run as :func:`specviz.simulate.generate` runs them.
 
@@ -134,12 +152,15 @@ def verifier_law(
     each row draws its count uniformly each round (``range(K + 1)`` is ``generate(ragged=True)``).
     ``K``: the padded width, default the largest count; padding holds wrong distributions (see
     :func:`specviz.simulate.build_round`). ``verifier`` has the signature of
-    :func:`specviz.verify` and is called with explicit ``uniforms=``.
+    :func:`specviz.verify` and is called with explicit ``uniforms=``. ``tol``: the largest
+    unresolved mass returned rather than refused. ``max_evals``: verifier rows before refusing.
+    ``audit``: random points per context in the first audit (0 skips the audit, leaving the law
+    to the probing assumption alone).
 
     Returns an :class:`ExactLaw`: the law (within ``unresolved`` of the truth in total variation,
-    under the assumption stated in the module docstring), exact tokens per verification by
-    context and draft count, and the work done. Raises :class:`InputError` naming ``verifier``
-    rather than return a law more than ``tol`` off, or one it cannot vouch for.
+    under the assumption stated in the module docstring, which the audit tests), exact tokens
+    per verification by context and draft count, and the work done. Raises :class:`InputError`
+    naming ``verifier`` rather than return a law more than ``tol`` off, or one it cannot vouch for.
     """
     counts = _counts(num_draft)
     K = max(counts) if K is None else int(K)
@@ -151,8 +172,10 @@ def verifier_law(
         raise InputError("drafter", f"a chain over V = {target.V} tokens", f"V = {drafter.chain.V}")
     if not tol >= 0:
         raise InputError("tol", "a non-negative bound on the unresolved mass", str(tol))
+    if int(audit) < 0:
+        raise InputError("audit", "a non-negative number of random points per context", str(audit))
     L, V = int(L), target.V
-    stats = _Stats(max_evals)
+    stats = _Stats(max_evals, int(audit))
     kernels: dict[int, _Kernel] = {}
     expected = np.full((V + 1, K + 1), np.nan)
     law = np.zeros(V**L)
@@ -187,7 +210,8 @@ def verifier_law(
     if unresolved > tol:
         raise InputError("verifier", f"an output the enumeration resolves up to tol = {tol:g} of the mass",
                          f"{unresolved:.3g} unresolved (decisions not thresholds on one uniform each?)")  # fmt: skip
-    return ExactLaw(law.reshape((V,) * L), unresolved, expected, stats.boxes, stats.evals, stats.calls)
+    audited = max(stats.audited, 0)
+    return ExactLaw(law.reshape((V,) * L), unresolved, expected, stats.boxes, stats.evals, stats.calls, audited)
 
 
 def _counts(num_draft: int | Sequence[int]) -> list[int]:
@@ -201,8 +225,10 @@ def _counts(num_draft: int | Sequence[int]) -> list[int]:
 
 
 class _Stats:
-    def __init__(self, max_evals: int) -> None:
-        self.max_evals, self.evals, self.calls, self.boxes = int(max_evals), 0, 0, 0
+    def __init__(self, max_evals: int, audit: int) -> None:
+        self.max_evals, self.audit = max_evals, audit
+        self.evals = self.calls = self.boxes = 0
+        self.audited = -1  # the smallest clean audit so far; -1: none yet
 
 
 class _Kernel(NamedTuple):
@@ -263,7 +289,9 @@ def _kernels(
     ctx, j = np.array(ctx_l, np.int64), np.array(j_l, np.int64)
     rnd = build_round(target, drafter, ctx, np.array(drafts_l, np.int64).reshape(A, K), j)
     ev = _Evaluator(verifier, rnd, K, V, R, stats)
-    row, key, vol, unres = _enumerate(ev, A, K + 1)
+    boxes = _enumerate(ev, np.asarray(w_l), ctx, K + 1)
+    row, key, unres = boxes.row, boxes.key, boxes.stuck
+    vol = np.prod(boxes.hi - boxes.lo, axis=1)
     num = key % (K + 2)
     w = np.asarray(w_l)[row] * vol  # (boxes,) probability of each accepted box
     kernels = {}
@@ -308,7 +336,8 @@ class _Evaluator:
         st, K = self.stats, self.K
         if st.evals + row.size > st.max_evals:
             raise InputError("verifier", f"boxes resolved within max_evals = {st.max_evals:,} verifier rows",
-                             "more (decisions that are not thresholds on one uniform each?)")  # fmt: skip
+                             "more: outputs that change on pieces too many or too fine to resolve (a decision "
+                             "on several uniforms at once, or a coin rescaled many times?)")  # fmt: skip
         toks, num = np.empty((row.size, K + 1), np.int64), np.empty(row.size, np.int64)
         for s in range(0, row.size, CHUNK):
             r, uu = row[s : s + CHUNK], u[s : s + CHUNK]
@@ -364,16 +393,140 @@ def _sides(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.stack([lo, centre, top], axis=-1)
 
 
-def _enumerate(ev: _Evaluator, A: int, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Resolve every row's cube into boxes of constant output.
+class _Boxes(NamedTuple):
+    """Accepted boxes: row (n,), lo and hi (n, D), the output key (n,), unresolved (n,) bool, tree node (n,)."""
 
-    Returns, per accepted box: row (n,), key (n,), volume (n,), unresolved (n,) bool.
+    row: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    key: np.ndarray
+    stuck: np.ndarray
+    node: np.ndarray
+
+    def take(self, i: np.ndarray) -> _Boxes:
+        return _Boxes(*(x[i] for x in self))
+
+    @staticmethod
+    def join(parts: list[_Boxes]) -> _Boxes:
+        return _Boxes(*(np.concatenate(x) for x in zip(*parts, strict=True)))
+
+
+class _Tree:
+    """Every cut made so far, so that the box holding a point is found in a few steps per cut.
+
+    Node v (row a's whole cube is node a) was cut along uniform dim[v] (-1: never cut) into the
+    children first[v] .. first[v] + count[v] - 1, in order along that uniform; bound[c] is child
+    c's lower edge along it.
     """
+
+    def __init__(self, A: int) -> None:
+        self.n = A
+        cap = max(2 * A, 1024)
+        self.dim, self.first = np.full(cap, -1, np.int64), np.zeros(cap, np.int64)
+        self.count, self.bound = np.zeros(cap, np.int64), np.zeros(cap)
+
+    def cut(self, parent: np.ndarray, d: np.ndarray, count: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        """Record nodes ``parent`` cut along d into count children with lower edges ``bound``; their ids."""
+        c = bound.size
+        if self.n + c > self.dim.size:
+            grow = max(self.n + c, 2 * self.dim.size) - self.dim.size
+            self.dim = np.concatenate([self.dim, np.full(grow, -1, np.int64)])
+            self.first = np.concatenate([self.first, np.zeros(grow, np.int64)])
+            self.count = np.concatenate([self.count, np.zeros(grow, np.int64)])
+            self.bound = np.concatenate([self.bound, np.zeros(grow)])
+        self.dim[parent], self.count[parent] = d, count
+        self.first[parent] = self.n + np.cumsum(count) - count
+        self.bound[self.n : self.n + c] = bound
+        self.n += c
+        return np.arange(self.n - c, self.n)
+
+    def locate(self, zr: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The uncut node holding each point: rows zr (p,), uniforms z (p, D)."""
+        cur = zr.copy()
+        while True:
+            dd = self.dim[cur]
+            act = np.flatnonzero(dd >= 0)
+            if not act.size:
+                return cur
+            x = z[act, dd[act]]
+            lo = self.first[cur[act]]
+            hi = lo + self.count[cur[act]]
+            while True:  # binary search for the last child whose lower edge is <= x
+                m = hi - lo > 1
+                if not m.any():
+                    break
+                mid = (lo + hi) // 2
+                go = self.bound[mid] <= x
+                lo, hi = np.where(m & go, mid, lo), np.where(m & ~go, mid, hi)
+            cur[act] = lo
+
+
+def _enumerate(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) -> _Boxes:
+    """Resolve every row's cube into boxes of constant output, then audit them at random points.
+
+    weight (A,) probability of each row within its group (context), group (A,) its context.
+    """
+    A = weight.size
+    tree = _Tree(A)
+    boxes = _resolve(ev, tree, np.zeros((A, D)), np.ones((A, D)), np.arange(A), np.zeros(A, np.int64), np.arange(A))
+    rng = np.random.default_rng(AUDIT_SEED)
+    groups = [np.flatnonzero(group == g) for g in np.unique(group)]
+    if not ev.stats.audit:
+        ev.stats.audited = 0
+        return boxes
+    for r in range(AUDIT_ROUNDS):
+        # Rows drawn by their probability and uniforms at random: the round's own law, so a missed
+        # piece is met as often as its mass says. After a miss, the next audit is twice as large.
+        size = ev.stats.audit * 2**r
+        zr = np.concatenate([rng.choice(g, size=size, p=weight[g] / weight[g].sum()) for g in groups])
+        z = rng.random((zr.size, D))
+        kz = ev.keys(zr, z)
+        box_of = np.full(tree.n, -1, np.int64)
+        box_of[boxes.node] = np.arange(boxes.node.size)
+        box = box_of[tree.locate(zr, z)]
+        bad = (kz != boxes.key[box]) & ~boxes.stuck[box]
+        if not bad.any():
+            ev.stats.audited = size if ev.stats.audited < 0 else min(ev.stats.audited, size)
+            return boxes
+        box, first = np.unique(box[bad], return_index=True)  # one audit point per box to reopen
+        z, kz = z[np.flatnonzero(bad)[first]], kz[np.flatnonzero(bad)[first]]
+        old = boxes.take(box)
+        d, base = _path_change(ev, old, z, kz)
+        sides = _sides(old.lo, old.hi)
+        bb, s = _line_search(ev, old.row, sides[np.arange(box.size), d], base, d, z[np.arange(box.size), d])
+        depth = np.zeros(box.size, np.int64)
+        pieces = _split(tree, old.lo, old.hi, old.row, depth, old.node, d, np.arange(box.size), bb, s)
+        keep = np.ones(boxes.row.size, bool)
+        keep[box] = False
+        boxes = _Boxes.join([boxes.take(np.flatnonzero(keep)), _resolve(ev, tree, *pieces)])
+    raise InputError("verifier", f"boxes that agree with {AUDIT_ROUNDS} rounds of random audit points",
+                     "outputs that keep differing inside boxes its probes called constant")  # fmt: skip
+
+
+def _path_change(ev: _Evaluator, old: _Boxes, z: np.ndarray, kz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """From each box's centre to its audit point z (n, D), one uniform at a time: the first step
+    that changes the output. Returns that uniform (n,) and the point before the step (n, D)."""
+    n, D = z.shape
+    centre = _sides(old.lo, old.hi)[:, :, 1]  # (n, D), where the box's key was measured
+    path = np.repeat(centre[:, None, :], D + 1, axis=1)  # (n, D+1, D): path[k] has z's first k coordinates
+    for k in range(1, D + 1):
+        path[:, k, :k] = z[:, :k]
+    keys = np.empty((n, D + 1), np.int64)
+    keys[:, 0], keys[:, D] = old.key, kz
+    if D > 1:
+        keys[:, 1:D] = ev.keys(np.repeat(old.row, D - 1), path[:, 1:D].reshape(-1, D)).reshape(n, D - 1)
+    d = (keys[:, 1:] != keys[:, :-1]).argmax(axis=1)  # exists: the two ends differ
+    return d, path[np.arange(n), d]
+
+
+def _resolve(
+    ev: _Evaluator, tree: _Tree, lo: np.ndarray, hi: np.ndarray, row: np.ndarray, depth: np.ndarray, node: np.ndarray
+) -> _Boxes:
+    """Probe and cut boxes lo, hi (n, D) of rows ``row`` until each is constant or unresolved."""
+    D = lo.shape[1]
     side, pa, pb, pd = _probe_layout(D)
     m = side.shape[0]
-    lo, hi = np.zeros((A, D)), np.ones((A, D))
-    row, depth = np.arange(A), np.zeros(A, np.int64)
-    out: list[tuple[np.ndarray, ...]] = []
+    out: list[_Boxes] = []
     while row.size:
         n = row.size
         ev.stats.boxes += n
@@ -388,12 +541,11 @@ def _enumerate(ev: _Evaluator, A: int, D: int) -> tuple[np.ndarray, np.ndarray, 
         first = diff.argmax(axis=1)
         d = np.where(diff.any(axis=1), pd[first], w.argmax(axis=1))  # (n,) the uniform to cut along
         stuck = ~agree & ((depth >= MAX_DEPTH) | (w[np.arange(n), d] < MIN_WIDTH))
-        done = agree | stuck
-        out.append((row[done], key[done, 0], np.prod(w[done], axis=1), stuck[done]))
-        split = ~done
-        if not split.any():
+        done = np.flatnonzero(agree | stuck)
+        out.append(_Boxes(row[done], lo[done], hi[done], key[done, 0], stuck[done], node[done]))
+        idx = np.flatnonzero(~(agree | stuck))
+        if not idx.size:
             break
-        idx = np.flatnonzero(split)
         has = diff[idx].any(axis=1)
         cut_box, cut_at = [], []
         if has.any():  # search the line through the first pair of probes that differ in one uniform
@@ -404,9 +556,9 @@ def _enumerate(ev: _Evaluator, A: int, D: int) -> tuple[np.ndarray, np.ndarray, 
         if (~has).any():  # probes differ only across several uniforms: halve the widest
             b = idx[~has]
             cut_box.append(b), cut_at.append(lo[b, d[b]] + 0.5 * w[b, d[b]])
-        lo, hi, row, depth = _split(lo, hi, row, depth, d, idx, np.concatenate(cut_box), np.concatenate(cut_at))
-    rows, keys, vols, unres = (np.concatenate(x) for x in zip(*out, strict=True))
-    return rows, keys, vols, unres
+        cuts = np.concatenate(cut_box), np.concatenate(cut_at)
+        lo, hi, row, depth, node = _split(tree, lo, hi, row, depth, node, d, idx, *cuts)
+    return _Boxes.join(out)
 
 
 def _check_pure(ev: _Evaluator, row: np.ndarray, u: np.ndarray, toks: np.ndarray, num: np.ndarray) -> None:
@@ -421,11 +573,12 @@ def _check_pure(ev: _Evaluator, row: np.ndarray, u: np.ndarray, toks: np.ndarray
 
 
 def _line_search(
-    ev: _Evaluator, row: np.ndarray, ends: np.ndarray, base: np.ndarray, d: np.ndarray
+    ev: _Evaluator, row: np.ndarray, ends: np.ndarray, base: np.ndarray, d: np.ndarray, extra: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every change of output found along uniform d through ``base``, between the box's faces.
 
-    row (n,), ends (n, 3) lowest, centre and highest coordinate along d, base (n, D).
+    row (n,), ends (n, 3) lowest, centre and highest coordinate along d, base (n, D); ``extra``
+    (n,) one more point of each line to search (an audit point whose output was missed).
     Returns (box index into the n lines, cut position) per change located to adjacent floats:
     the output at the cut position differs from the output just below it.
     """
@@ -433,7 +586,8 @@ def _line_search(
     even = a + (b - a) * np.linspace(0.0, 1.0, LINE_POINTS + 1)[None, 1:-1]  # (n, G-1) inside (a, b)
     bps = ev.bps[row]
     bps = np.where((bps > a) & (bps < b), bps, np.nan)
-    cand = np.sort(np.concatenate([ends, even, bps], axis=1), axis=1)  # the probes' points exactly; NaN last
+    more = [] if extra is None else [extra[:, None]]
+    cand = np.sort(np.concatenate([ends, even, bps, *more], axis=1), axis=1)  # the probes' points exactly; NaN last
     grid = np.sort(np.concatenate([cand, 0.5 * (cand[:, 1:] + cand[:, :-1])], axis=1), axis=1)  # (n, g)
     ok = ~np.isnan(grid)
     li, gi = np.nonzero(ok)
@@ -471,18 +625,21 @@ def _line_search(
 
 
 def _split(
+    tree: _Tree,
     lo: np.ndarray,
     hi: np.ndarray,
     row: np.ndarray,
     depth: np.ndarray,
+    node: np.ndarray,
     d: np.ndarray,
     idx: np.ndarray,
     cut_box: np.ndarray,
     cut_at: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cut boxes ``idx`` along their uniform d at every position given for them; return the pieces."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut boxes ``idx`` along their uniform d at every position given for them (cut_box: which
+    box, a member of the sorted idx; cut_at: where). Returns the pieces' lo, hi, row, depth, node."""
     ar = np.arange(idx.size)
-    pos = np.searchsorted(idx, cut_box)  # cut_box holds members of idx (sorted)
+    pos = np.searchsorted(idx, cut_box)
     bid = np.concatenate([ar, ar, pos])
     val = np.concatenate([lo[idx, d[idx]], hi[idx, d[idx]], cut_at])
     order = np.lexsort((val, bid))
@@ -491,10 +648,11 @@ def _split(
     keep[1:] = (bid[1:] != bid[:-1]) | (val[1:] != val[:-1])
     bid, val = bid[keep], val[keep]
     same = bid[1:] == bid[:-1]
-    child = bid[:-1][same]  # (c,) parent position in idx
+    child = bid[:-1][same]  # (c,) parent position in idx, ascending; pieces in order along d
     parent = idx[child]
     new_lo, new_hi = lo[parent].copy(), hi[parent].copy()
     pd = d[parent]
     new_lo[np.arange(child.size), pd] = val[:-1][same]
     new_hi[np.arange(child.size), pd] = val[1:][same]
-    return new_lo, new_hi, row[parent], depth[parent] + 1
+    ids = tree.cut(node[idx], d[idx], np.bincount(child, minlength=idx.size), val[:-1][same])
+    return new_lo, new_hi, row[parent], depth[parent] + 1, ids

@@ -13,7 +13,7 @@ import pytest
 from specviz import InputError, Uniforms, verify
 from specviz.bugs import BUGS
 from specviz.exact import ExactLaw, breakpoints, verifier_law
-from specviz.markov import Drafter, random_chain
+from specviz.markov import Drafter, make_chain, random_chain
 from specviz.prove import HOME, SCENARIOS, scenario_chains
 from specviz.simulate import generate
 from specviz.stats import joint_test
@@ -55,7 +55,7 @@ def test_correct_verifier_on_every_prove_scenario(name):
     target, dchain = scenario_chains(sc)
     drafter = Drafter(dchain, sc.drafter_mode)
     res = verifier_law(verify, target, drafter, L=sc.L, num_draft=counts_of(sc), K=sc.K)
-    assert res.law.shape == (sc.V,) * sc.L and res.unresolved < TOL
+    assert res.law.shape == (sc.V,) * sc.L and res.unresolved < TOL and res.audited >= 4096
     assert np.abs(res.law - target.joint_law(sc.L)).max() < TOL
     # Tokens per verification, by context and draft count, against the closed-form recursion.
     theory = chain_expected_tokens(target, drafter, sc.K)
@@ -102,6 +102,32 @@ def test_rescaled_coin_lossless_verifier_gets_the_target_law(chains, fn):
     target, dchain = scenario_chains(sc)
     res = verifier_law(fn, target, Drafter(dchain), L=sc.L, num_draft=sc.K)
     assert np.abs(res.law - target.joint_law(sc.L)).max() < TOL
+
+
+STRIPE = (0.41, 0.414)  # narrower than the line searches' spacing, and no listed breakpoint bounds it
+
+
+def stripe_coin(target_probs, draft_probs, draft_tokens, num_draft, *, uniforms):
+    """Also accepts a draft the target can produce when its coin lands in STRIPE (a lossy rule)."""
+    a = np.array(uniforms.accept, dtype=np.float64)
+    a = np.where((a >= STRIPE[0]) & (a < STRIPE[1]), 0.0, a)
+    return verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms=Uniforms(a, uniforms.sample))
+
+
+def test_a_piece_the_probes_miss_is_found_by_the_audit():
+    # p(0) / q(0) = 1/6 < 0.41: token 0 is accepted with probability 1/6 + 0.004 instead of 1/6.
+    p, q = np.array([0.1, 0.5, 0.4]), np.array([0.6, 0.1, 0.3])
+    target, draft = make_chain(np.tile(p, (4, 1))), make_chain(np.tile(q, (4, 1)))
+    ratio = np.minimum(1, p / q)
+    accepted = q * (ratio + np.maximum(0, STRIPE[1] - np.maximum(STRIPE[0], ratio)))
+    residual = np.maximum(p - q, 0) / np.maximum(p - q, 0).sum()
+    closed = accepted + (1 - accepted.sum()) * residual
+    res = verifier_law(stripe_coin, target, Drafter(draft), L=1, num_draft=1)
+    np.testing.assert_allclose(res.law, closed, atol=TOL, rtol=0)
+    assert res.audited >= 4096 and res.unresolved < TOL
+    # Negative control: without the audit, the probes and line searches alone miss the stripe.
+    blind = verifier_law(stripe_coin, target, Drafter(draft), L=1, num_draft=1, audit=0)
+    assert blind.audited == 0 and np.abs(blind.law - closed).max() > 1e-3
 
 
 def own_randomness(target_probs, draft_probs, draft_tokens, num_draft, *, uniforms):
@@ -248,5 +274,7 @@ def test_bad_arguments_name_themselves(chains):
         verifier_law(verify, target, Drafter(draft), L=2, num_draft=[])
     with pytest.raises(InputError, match="L: expected at least 1 token"):
         verifier_law(verify, target, Drafter(draft), L=0, num_draft=1)
+    with pytest.raises(InputError, match="audit: expected a non-negative number"):
+        verifier_law(verify, target, Drafter(draft), L=2, num_draft=1, audit=-1)
     with pytest.raises(InputError, match="drafter: expected a chain over V = 3 tokens"):
         verifier_law(verify, target, Drafter(random_chain(4, np.random.default_rng(0))), L=2, num_draft=1)
