@@ -7,7 +7,7 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import InputError, court, links, presenter, prove
+from specviz import InputError, court, links, presenter, prove, results, tree
 
 S = "verifiers."
 MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 answers in a few seconds
@@ -22,7 +22,10 @@ PARAMS = [
     links.text_param("p", "0.5, 0.3, 0.15, 0.05", max_len=200),
     links.text_param("q", "0.25, 0.25, 0.25, 0.25", max_len=200),
     links.int_param("K", 2, 1, MAX_K),
+    links.int_param("k", 2, 1, 3),
+    links.int_param("seed", 0, 0, 2**32 - 1),
 ]
+TREE_ROWS = 10_000  # measured trees per rule: 85 nodes at k = 3, K = 3 take a fraction of a second
 SOURCE_LABELS = {
     TOY: "The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts",
     PQ: "Your own p and q (the same at every position)",
@@ -40,6 +43,11 @@ def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -
     else:
         pb = court.problem(source)
     return court.table(court.compare(None, pb, max_evals=MAX_EVALS))
+
+
+@st.cache_data(show_spinner="Verifying trees…", max_entries=64, ttl=3600)
+def measure_tree(p: tuple[float, ...], q: tuple[float, ...], k: int, depth: int, seed: int, iid: bool) -> tree.Measured:
+    return tree.measure_kary(p, q, k, depth, TREE_ROWS, seed, iid=iid)
 
 
 def chart(rows: list[dict]) -> go.Figure:
@@ -120,5 +128,37 @@ if rows is not None:
         "acceptance (keep with probability min(1, p / (0.75 q)))."
     )
 
-shown = {"source": source, "p": p_text, "q": q_text, "K": int(K)}
+st.divider()
+st.subheader("Multi-draft trees: k candidates per node")
+st.caption(
+    "Tree verification (specviz.tree) on the full tree with k candidates per node, K levels deep, for a context-free "
+    "pair (the toy example or your own p and q). After a rejected candidate the node's target becomes the normalized "
+    "residual, so the tokens still follow the target (checked exactly by enumeration in tests/test_tree.py). "
+    "k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to each depth and summed."
+)
+t1, t2 = st.columns([1, 2], gap="large")
+with t1:
+    k = st.slider("Candidates per node k", 1, 3, key=S + "k")
+    seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
+with t2:
+    if source in (TOY, PQ) and rows is not None:
+        tp, tq, depth = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
+        tree_rows = []
+        for label, iid in (("i.i.d. from q (SpecInfer)", True), ("q's top k, deterministic (EAGLE-style)", False)):
+            measured = f"measured ({TREE_ROWS:,} trees)"
+            try:
+                got = measure_tree(tp, tq, int(k), depth, int(seed), iid)
+            except InputError as e:  # k distinct top tokens need k <= V
+                tree_rows.append({"candidates": label, "exact accepted per step": None, measured: links.error_text(e)})
+                continue
+            exact = tree.kary_expected_accepted(tp, tq, int(k), depth, iid=iid)
+            point = results.tokens_point(got.mean, got.se, got.n, exact)
+            tree_rows.append(
+                {"candidates": label, "exact accepted per step": exact, measured: results.point_text(point)}
+            )
+        st.dataframe(tree_rows, hide_index=True, key=S + "trees")
+    else:
+        st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
+
+shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

@@ -501,3 +501,23 @@ def kary_expected_accepted(
     """
     A = node_acceptance(target_probs, draft_probs, k, iid=iid)
     return float(sum(A**d for d in range(1, int(depth) + 1)))
+
+
+class Measured(NamedTuple):
+    """Accepted candidates per verification, measured over n rows."""
+
+    mean: float
+    se: float
+    n: int
+
+
+def measure_kary(
+    target_probs: np.ndarray, draft_probs: np.ndarray, k: int, depth: int, n: int, seed: int, *, iid: bool = True
+) -> Measured:
+    """Run :func:`verify_tree` on n seeded k-ary trees of a context-free pair; mean accepted and its SE."""
+    if int(n) < 2:
+        raise InputError("n", "at least 2 rows", str(n))
+    rng = np.random.default_rng(int(seed))
+    batch = context_free_trees(target_probs, draft_probs, kary_parents(k, depth), int(n), rng, iid=iid)
+    acc = verify_tree(*batch, rng=rng).num_accepted.astype(np.float64)
+    return Measured(float(acc.mean()), float(acc.std(ddof=1) / np.sqrt(acc.size)), int(n))

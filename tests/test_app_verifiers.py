@@ -11,7 +11,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from specviz import court
+from specviz import court, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "app_pages" / "verifiers.py")
@@ -58,3 +58,19 @@ def test_own_p_and_q_change_the_numbers_and_bad_input_is_inline():
     assert not at.metric  # no numbers for a problem that is not one
     link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert link["source"] == "pq" and link["p"] == "0.6, 0.6" and link["K"] == "1"
+
+
+def test_tree_section_follows_k():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    toy = ((1 / 3, 2 / 3), (2 / 3, 1 / 3))
+    for k in (1, 2):
+        at.slider(key="verifiers.k").set_value(k)
+        run(at)
+        rows = at.dataframe[1].value.to_dict("records")
+        want = tree.kary_expected_accepted(*toy, k, 2, iid=True)
+        assert abs(rows[0]["exact accepted per step"] - want) < 1e-12
+    assert abs(tree.kary_expected_accepted(*toy, 1, 2) - 10 / 9) < 1e-12  # k = 1 is the chain
+    assert tree.kary_expected_accepted(*toy, 2, 2) > 10 / 9 + 0.1
+    at.slider(key="verifiers.k").set_value(3)  # 3 distinct top tokens of a 2-token q: said inline
+    run(at)
+    assert "at most V = 2" in at.dataframe[1].value.to_dict("records")[1]["measured (10,000 trees)"]
