@@ -132,7 +132,7 @@ table = pd.DataFrame(
     [
         {
             "pipeline": pl.name,
-            "verdict": "✅ lossless" if pl.lossless else "❌ lossy",
+            "verdict": "✓ lossless" if pl.lossless else "✗ lossy",
             "TV from plain decoding": f"{pl.tv_plain:.3g}",
             "TV from the raw target": f"{pl.tv_raw:.3g}",
             "acceptance": round(pl.acceptance, 6),

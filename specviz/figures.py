@@ -498,7 +498,10 @@ def roofline_chart(tokens: Sequence[float], seconds: Sequence[float], ridge_toke
     fig = go.Figure()
     fig.add_scatter(x=t, y=s, name="max(memory, compute) time", mode="lines", line=dict(color=TARGET, width=3),
                     hovertemplate="%{x:.0f} tokens: %{y:.3f} ms<extra></extra>")  # fmt: skip
-    fig.add_vline(x=ridge_tokens, line=dict(color="#9e9e9e", dash="dot"), annotation_text=f"ridge {ridge_tokens:.0f}")
+    # The ridge as a trace, not a shape: shapes on a log axis take log10 coordinates.
+    fig.add_scatter(x=[ridge_tokens, ridge_tokens], y=[s.min(), s.max()], mode="lines",
+                    name=f"ridge: {ridge_tokens:.0f} tokens", line=dict(color="#9e9e9e", dash="dot"),
+                    hoverinfo="skip")  # fmt: skip
     if mark is not None:
         y = float(np.interp(mark, t, s))
         fig.add_scatter(x=[mark], y=[y], mode="markers", name=f"this pass: {mark:.0f} tokens",

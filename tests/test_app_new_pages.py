@@ -72,7 +72,7 @@ def test_settings_defaults_are_the_computed_report_and_every_pipeline_is_lossles
     assert metric(at, "tokens per step, K = 3") == f"{rep.tokens_per_step:.4f}"
     rows = pipelines(at)
     assert list(rows) == ["correct", "q_unprocessed", "target_unprocessed"]
-    assert all(r["verdict"] == "✅ lossless" for r in rows.values())  # default settings everywhere: all coincide
+    assert all(r["verdict"] == "✓ lossless" for r in rows.values())  # default settings everywhere: all coincide
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t["name"] for t in chart["data"]]
     assert "p (request's settings)" in names and "q (drafter's settings)" in names
@@ -88,8 +88,8 @@ def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exac
     by = {pl.name: pl for pl in rep.pipelines}
     assert metric(at, "acceptance rate Σ min(p, q)") == f"{by['correct'].acceptance:.4f}"
     rows = pipelines(at)
-    assert rows["correct"]["verdict"] == "✅ lossless"
-    assert rows["target_unprocessed"]["verdict"] == "❌ lossy" and rows["q_unprocessed"]["verdict"] == "❌ lossy"
+    assert rows["correct"]["verdict"] == "✓ lossless"
+    assert rows["target_unprocessed"]["verdict"] == "✗ lossy" and rows["q_unprocessed"]["verdict"] == "✗ lossy"
     assert rows["target_unprocessed"]["TV from plain decoding"] == f"{by['target_unprocessed'].tv_plain:.3g}"
     assert rows["q_unprocessed"]["TV from plain decoding"] == f"{by['q_unprocessed'].tv_plain:.3g}"
     removed = np.flatnonzero(rep.removed_p)
@@ -99,7 +99,7 @@ def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exac
     # can no longer move the law (the residual is that token), so q_unprocessed turns lossless.
     at.slider(key="settings.rp").set_value(0.8)
     rerun(at)
-    assert pipelines(at)["q_unprocessed"]["verdict"] == "✅ lossless"
+    assert pipelines(at)["q_unprocessed"]["verdict"] == "✓ lossless"
 
 
 def test_settings_bad_typed_logits_show_an_inline_error_and_the_page_keeps_running():
@@ -295,3 +295,31 @@ def test_settings_survive_a_visit_to_another_page(page):
     at.query_params.clear()
     rerun(at)
     assert at.session_state[key] == value
+
+
+# --- the figures behind the pages ---------------------------------------------------------------------
+
+
+def test_new_figures_hold_the_computed_numbers():
+    from specviz import figures
+
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    rep = sd.settings_report(zt, zd, Settings(top_k=2), Settings(top_p=0.5))
+    fig = figures.settings_bars(rep.p_raw, rep.p, rep.q_raw, rep.q, rep.removed_p, rep.removed_q)
+    by = {t.name: t for t in fig.data}
+    np.testing.assert_array_equal(by["p (request's settings)"].y, rep.p)
+    np.testing.assert_array_equal(by["q (drafter's settings)"].y, rep.q)
+    assert len(by["removed by the request"].x) == rep.removed_p.sum() == 6
+    assert len(by["removed by the drafter"].x) == rep.removed_q.sum() > 0
+    roof = iv.roofline(7e9, [1, 10, 100, 1000, 10_000])
+    fig = figures.roofline_chart(roof.tokens, roof.seconds, roof.ridge_tokens, 100.0)
+    ridge = [t for t in fig.data if t.name.startswith("ridge")][0]
+    # A trace in data units: a shape on a log axis would read x as log10 and put the ridge at 10^295.
+    assert list(ridge.x) == [roof.ridge_tokens] * 2 and not fig.layout.shapes
+    star = [t for t in fig.data if t.name.startswith("this pass")][0]
+    assert star.y[0] == pytest.approx(roof.seconds[2] * 1e3)
+    law = np.array([0.5, 0.3, 0.2, 0.0])
+    counts = np.array([10, 10, 10, 70])
+    fig = figures.continuation_comparison(law, counts, ["a", "b", "c", "d"], top=1)
+    assert list(fig.data[0].x) == ["a", "d"]  # the likeliest cell and the most observed one, by exact probability
+    np.testing.assert_allclose(fig.data[1].y, [0.1, 0.7])
