@@ -51,9 +51,10 @@ by more than rounding in prove's scenarios).
 
 Refused with an :class:`InputError` naming ``verifier``: a verifier that is not a pure function
 of its uniforms (every round of probes calls it a second time on the box centres, in reverse
-order, and the outputs must match), one whose unresolved mass exceeds ``tol`` or that needs more
-than ``max_evals`` verifier rows (for instance a threshold on u_0 + u_1, which no cut along one
-uniform resolves), one whose audit keeps failing, and one that emits no token in any round.
+order and one fewer, and the outputs must match), one whose unresolved mass exceeds ``tol`` or
+that needs more than ``max_evals`` verifier rows (for instance a threshold on u_0 + u_1, which
+no cut along one uniform resolves), one whose audit keeps failing, and one that emits no token
+in any round.
 A round that emits nothing with some probability is retried, as ``generate`` does.
 
 Work saved: a round's law depends only on its context (the last token, or the start) and
@@ -562,9 +563,11 @@ def _resolve(
 
 
 def _check_pure(ev: _Evaluator, row: np.ndarray, u: np.ndarray, toks: np.ndarray, num: np.ndarray) -> None:
-    """Call the verifier again on the same rows and uniforms, in reverse order: same outputs, or refuse."""
-    t2, n2 = ev.run(row[::-1], u[::-1])
-    t2, n2 = t2[::-1], n2[::-1]
+    """Call the verifier again on the same rows and uniforms, in reverse order and without the first
+    (so both the positions and the rest of the batch change): the same outputs, or refuse."""
+    keep = np.arange(row.size)[::-1][: max(row.size - 1, 1)]  # (n-1,) reversed, the first left out
+    t2, n2 = ev.run(row[keep], u[keep])
+    toks, num = toks[keep], num[keep]
     emitted = np.arange(ev.K + 1)[None, :] < num[:, None]
     if (n2 != num).any() or (np.where(emitted, toks, -1) != np.where(emitted, t2, -1)).any():
         raise InputError("verifier", "a pure function of its uniforms= (the same tokens for the same rows and "
