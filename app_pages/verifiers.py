@@ -96,11 +96,13 @@ with left:
 rows = None
 with right:
     try:
-        p, q = tuple(links.parse_floats(p_text)), tuple(links.parse_floats(q_text))
-        if source == PQ and not 1 <= len(p) <= MAX_V:
-            raise InputError(
-                "p", f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)", str(len(p))
-            )
+        p: tuple[float, ...] = ()
+        q: tuple[float, ...] = ()
+        if source == PQ:  # the texts are read only when they define the problem (a link may carry junk)
+            p, q = tuple(links.parse_floats(p_text)), tuple(links.parse_floats(q_text))
+            if not 1 <= len(p) <= MAX_V:
+                expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
+                raise InputError("p", expected, f"{len(p)} of them")
         rows = judge_all(source, p, q, int(K))
     except (InputError, ValueError) as e:
         st.error(links.error_text(e), icon=":material/error:")

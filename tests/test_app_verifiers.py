@@ -74,3 +74,15 @@ def test_tree_section_follows_k():
     at.slider(key="verifiers.k").set_value(3)  # 3 distinct top tokens of a 2-token q: said inline
     run(at)
     assert "at most V = 2" in at.dataframe[1].value.to_dict("records")[1]["measured (10,000 trees)"]
+
+
+def test_a_hostile_link_falls_back_or_is_shown_as_text():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update({"source": "nope", "p": "[x](http://evil)", "K": "99"})
+    run(at)
+    assert any("source" in str(w.value) for w in at.warning)  # bad choice: a note, the default used
+    assert metrics(at)["block: accepted drafts per step"][0] == f"{11 / 9:.6f}"  # the toy example, unharmed
+    at.selectbox(key="verifiers.source").set_value("pq")
+    run(at)
+    errors = [str(e.value) for e in at.error]
+    assert errors and all("](" not in e for e in errors)  # the typed text is escaped, never a link
