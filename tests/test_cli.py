@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -15,13 +17,23 @@ from specviz.prove import SCENARIOS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prove(*args: str) -> subprocess.CompletedProcess:
+def prove_process(*args: str) -> subprocess.CompletedProcess:
+    """The real entry point, ``python -m specviz prove``, in a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "specviz", "prove", "--quiet", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
+def prove(*args: str) -> subprocess.CompletedProcess:
+    """The same command in this process (no interpreter start-up): ``cli.main`` with its output captured."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["prove", "--quiet", *args])
+    return subprocess.CompletedProcess(["prove", *args], code, out.getvalue(), err.getvalue())
+
+
 def test_json_output_and_exit_zero_for_the_correct_verifier():
-    r = prove("--n", "50000", "--scenarios", "reference,ragged", "--bugs", "resample_from_p,wrong_bonus_row", "--json")
+    r = prove_process("--n", "50000", "--scenarios", "reference,ragged", "--bugs", "resample_from_p,wrong_bonus_row",
+                      "--json")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["ok"] is True
@@ -79,8 +91,8 @@ def test_user_verifier_broken_exits_nonzero(name):
 
 
 def test_a_crash_shows_the_verifiers_own_traceback():
-    r = prove("--n", "1000", "--verifier", "tests.user_verifiers:crashes", "--scenarios", "reference",
-              "--bugs", "none")  # fmt: skip
+    r = prove_process("--n", "1000", "--verifier", "tests.user_verifiers:crashes", "--scenarios", "reference",
+                      "--bugs", "none")  # fmt: skip
     assert r.returncode == 1
     assert "Traceback (most recent call last)" in r.stdout and "in _inner_helper" in r.stdout
     assert 'raise RuntimeError("out of cheese")' in r.stdout
