@@ -265,3 +265,28 @@ def test_validate_checks_every_row_the_draw_reads(backend, V):
     big_probe[0, 1, tokens[0, 1]] = 1.5
     with pytest.raises(InputError, match="draft_probs: expected probabilities at most 1, got 1.5"):
         run(backend, target, big_probe, tokens, num, reject)
+
+
+@pytest.mark.parametrize("V", [300, 9000])
+def test_half_precision_torch_equals_numpy_on_the_upcast_values(V):
+    # Half-precision tables cannot be viewed by NumPy: torch runs its own row loop (V >= 8192)
+    # or chunk loop, after upcasting to float32 exactly as NumPy sees the float32 copy.
+    rng = np.random.default_rng(V + 7)
+    B, K = 12, 3
+    target, draft, tokens, num = random_batch(rng, B, K, V, zero_fraction=0.2)
+    t16, d16 = torch.as_tensor(target).to(torch.bfloat16), torch.as_tensor(draft).to(torch.bfloat16)
+    ua, us = rng.random((B, K)), rng.random(B)
+    ua[rng.random((B, K)) < 0.3] = 0.0
+    for draft_t in (d16, None):
+        res = to_np(verify(t16, draft_t, *as_torch(tokens, num), uniforms=Uniforms(*as_torch(ua, us))))
+        ref = verify(
+            t16.float().numpy(),
+            None if draft_t is None else d16.float().numpy(),
+            tokens,
+            num,
+            uniforms=Uniforms(ua, us),
+            validate=False,
+        )  # fmt: skip (bfloat16 sums are off by ~1e-3)
+        assert res.bonus.any() and (~res.bonus).any()
+        for name, x, y in zip(res._fields, res, ref, strict=True):
+            np.testing.assert_array_equal(x, y, err_msg=name)
