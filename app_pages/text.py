@@ -56,6 +56,13 @@ def run_check(prompt: str, K: int, T: float, seed: int, n: int, bug: str) -> dic
             "needed": stats.needed_n(law)}  # fmt: skip
 
 
+@st.cache_data(show_spinner=False, max_entries=256, ttl=3600)
+def needed(prompt: str, T: float) -> int:
+    """Sequences the check needs after this prompt to see a TV shift of stats.MIN_TV."""
+    law = text.target_law(models().target, text.encode(prompt).tolist(), CHECK_L, Settings(temperature=T))
+    return stats.needed_n(law)
+
+
 def set_rounds(r: int) -> None:
     st.session_state[S + "rounds"] = max(0, min(MAX_ROUNDS, r))
 
@@ -142,8 +149,18 @@ with c1:
     st.caption(
         f"Generate N continuations of the prompt by draft-and-verify rounds with the settings above and test the "
         f"joint law of the next {CHECK_L} characters against the target's exact law (chi-square over "
-        f"{len(text.ALPHABET) ** CHECK_L:,} cells, small ones pooled, α = {stats.ALPHA:g})."
+        f"{len(text.ALPHABET) ** CHECK_L:,} cells, small ones pooled, α = {stats.ALPHA:g}). N is capped at "
+        f"{text.MAX_CHECK_N:,} so that a click answers in a few seconds."
     )
+    try:
+        need = needed(prompt, float(T))
+        st.caption(
+            f"After this prompt the test sees a TV shift of {stats.MIN_TV:g} with {stats.POWER:.0%} probability from "
+            f"N = {need:,}" + (": beyond the cap, so expect an inconclusive verdict." if need > text.MAX_CHECK_N
+                               else "; below that, expect an inconclusive verdict.")
+        )  # fmt: skip
+    except InputError as e:
+        st.error(links.error_text(e), icon=":material/error:")
     n_asked = st.number_input("N sequences", min_value=1, step=5_000, key=S + "n")
     n, n_note = limits.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
     if n_note:

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import interview as iv
 from specviz import settings_demo as sd
-from specviz import text
+from specviz import stats, text
 from specviz.processing import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,9 +264,13 @@ def test_text_link_round_trips_and_hostile_prompts_are_escaped():
 
 def test_text_check_is_inconclusive_without_power_and_catches_a_bug_with_it():
     at = open_page(TEXT, {"K": "1", "n": "2000"})
+    pair = text.trained_pair()
+    need = stats.needed_n(text.target_law(pair.target, text.encode("The ").tolist(), 2, Settings()))
+    assert f"from N = {need:,}; below that" in texts(at.caption) and need > 2000
     at.button(key="text.check").click()
     rerun(at)
     assert "**Inconclusive** for the correct verifier" in texts(at.warning)
+    assert f"this law needs N ≥ {need:,}" in texts(at.warning)
     at.number_input(key="text.n").set_value(10**6)
     at.selectbox(key="text.bug").set_value("resample_from_p")
     rerun(at)
