@@ -22,6 +22,7 @@ START = -1  # the context before the first token
 # per row for an (A, V) comparison broadcast against (A, 1) and for a reduction over a short last
 # axis, so at V = 4 the column loop measured 5x faster (16,384 draws: 91 vs 499 us), even at V = 32.
 COLUMN_LOOP_V = 32
+GUIDE = 1024  # buckets of u in an inverse-CDF guide table: a draw needs a count in < V/1024 of cases
 
 
 class MarkovChain(NamedTuple):
@@ -63,17 +64,31 @@ class InverseCDF(NamedTuple):
     A row's token for uniform u is the first index whose running sum exceeds ``u * total``,
     never past the last token with mass: exactly :func:`specviz.simulate.sample_rows`, whose
     running sums are the same row-wise ``np.cumsum`` and so bit-identical. Storing +inf from
-    the last token with mass on turns that cap into the comparison itself, so a draw is one
-    gather, one product and one count per row: token v wins on u in
-    [cdf[v-1] / total, cdf[v] / total), an interval of length p(v) up to the last bit, and a
-    token of probability 0 wins on an empty interval.
+    the last token with mass on turns that cap into the comparison itself (:meth:`count`):
+    token v wins on u in [cdf[v-1] / total, cdf[v] / total), an interval of length p(v) up to
+    the last bit, and a token of probability 0 wins on an empty interval.
+
+    :meth:`draw` first looks the token up in a guide table (Chen and Asau's method): u's bucket
+    k = floor(u * GUIDE) is exact (GUIDE is a power of 2), and the count is non-decreasing in u
+    (u * total rounds monotonically), so where the count is the same at the bucket's first and
+    last double it is that value on the whole bucket. Only the few buckets that hold a
+    threshold (at most V - 1 of the GUIDE per row) are marked -1 and counted.
     """
 
     thresholds: np.ndarray  # (R, V) running sums; +inf from the last token with mass on
     totals: np.ndarray  # (R,) each row's running sum at its last token
+    guide: np.ndarray  # (R * GUIDE,) the token of every u in bucket k of row r at r * GUIDE + k, or -1
 
     def draw(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """One token per draw: row indices rows (A,) into the table, uniforms u (A,) -> (A,) int64."""
+        """One token per draw: row indices rows (A,) into the table, uniforms u (A,) in [0, 1) -> (A,) int64."""
+        tok = self.guide.take(rows * GUIDE + (u * GUIDE).astype(np.int64))  # (A,)
+        unsure = np.flatnonzero(tok < 0)
+        if unsure.size:
+            tok[unsure] = self.count(rows[unsure], u[unsure])
+        return tok
+
+    def count(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The definition: how many thresholds of each row are <= u * total. (A,) int64."""
         x = u * self.totals.take(rows)  # (A,)
         V = self.thresholds.shape[1]
         if V <= COLUMN_LOOP_V:
@@ -88,10 +103,15 @@ def inverse_cdf(table: np.ndarray) -> InverseCDF:
     """:class:`InverseCDF` of probability rows (R, V), each with some positive mass."""
     t = np.asarray(table, dtype=np.float64)
     cdf = np.cumsum(t, axis=1)  # (R, V) row by row, in order: the sums sample_rows computes
-    V = t.shape[1]
+    R, V = t.shape
     last = V - 1 - np.argmax(t[:, ::-1] > 0, axis=1)  # (R,) last token with mass
     thresholds = np.where(np.arange(V)[None, :] < last[:, None], cdf, np.inf)
-    return InverseCDF(thresholds, cdf[:, -1].copy())
+    unguided = InverseCDF(thresholds, cdf[:, -1].copy(), np.empty(0, dtype=np.int64))
+    k = np.arange(GUIDE)
+    rows = np.repeat(np.arange(R), GUIDE)  # (R * GUIDE,)
+    first = unguided.count(rows, np.tile(k / GUIDE, R))  # each bucket's first double
+    final = unguided.count(rows, np.tile(np.nextafter((k + 1) / GUIDE, 0), R))  # and its last
+    return unguided._replace(guide=np.where(first == final, first, -1))
 
 
 def make_chain(table: np.ndarray, name: str = "table") -> MarkovChain:

@@ -210,31 +210,53 @@ def _verifier_call(verifier: Verifier) -> Verifier:
 
 
 class _Tally:
-    """Per-round statistics kept as integer counts, so a round adds a few bincounts."""
+    """Every verification counted by (context, draft count, accepted, emitted): one bincount a round.
+
+    ``counts[c, j, a, t]``: rows whose context code is c (ctx + 1; 0 for all when no
+    expectation table is kept), with j drafts, a - 1 drafts accepted (clipped to -1..K, so a
+    verifier's odd count still lands in a cell) and t tokens emitted. Every per-round statistic
+    of :class:`Simulation` is a sum over these cells.
+    """
 
     def __init__(self, V: int, K: int, with_expected: bool) -> None:
-        self.K = K
-        self.num = np.zeros(K + 2, dtype=np.int64)  # rows by tokens emitted, 0..K+1
-        self.accepted = np.zeros(K, dtype=np.int64)
-        self.tested = np.zeros(K, dtype=np.int64)
-        self.drafts = 0
-        self.ctx_j = np.zeros((V + 1) * (K + 1), dtype=np.int64) if with_expected else None  # rows by (ctx+1, j)
+        self.K, self.with_expected = K, with_expected
+        self.shape = (V + 1 if with_expected else 1, K + 1, K + 2, K + 2)
+        self.counts = np.zeros(int(np.prod(self.shape)), dtype=np.int64)
 
     def add(self, ctx: np.ndarray, j: np.ndarray, num: np.ndarray, n_acc: np.ndarray) -> None:
         K = self.K
-        self.num += np.bincount(num, minlength=K + 2)
-        self.drafts += int(j.sum())
-        if self.ctx_j is not None:
-            self.ctx_j += np.bincount((ctx + 1) * (K + 1) + j, minlength=self.ctx_j.size)
+        code = j * (K + 2) + np.clip(n_acc, -1, K) + 1  # (A,) cell, digit by digit
+        if self.with_expected:
+            code += (ctx + 1) * ((K + 1) * (K + 2))
+        code *= K + 2
+        code += num
+        self.counts += np.bincount(code, minlength=self.counts.size)
+
+    def summary(self, expected: np.ndarray | None) -> dict[str, Any]:
+        """The :class:`Simulation` fields other than the sequences."""
+        K = self.K
+        cnt = self.counts.reshape(self.shape)
+        num = cnt.sum(axis=(0, 1, 2))  # (K+2,) rows by tokens emitted
+        ja = cnt.sum(axis=(0, 3))  # (K+1, K+2) rows by draft count and accepted + 1
+        calls = int(num.sum())
+        t, jj, a = np.arange(K + 2), np.arange(K + 1), np.arange(K + 2) - 1
+        mean = float(t @ num) / max(calls, 1)
+        var = max(float((t * t) @ num) / max(calls, 1) - mean**2, 0.0)
         # Position i was accepted where n_acc > i, and tested where i <= n_acc and i < j.
-        self.accepted += _at_least(np.clip(n_acc, 0, K), K)
-        self.tested += _at_least(np.clip(np.minimum(n_acc, j - 1), -1, K - 1) + 1, K)
-
-
-def _at_least(m: np.ndarray, K: int) -> np.ndarray:
-    """(K,) how many of m (values in 0..K) are >= i + 1, for i = 0..K-1."""
-    c = np.bincount(m, minlength=K + 1)  # (K+1,)
-    return np.cumsum(c[::-1])[::-1][1:]
+        accepted = np.array([ja[:, a > i].sum() for i in range(K)], dtype=np.int64)
+        tested = np.array([ja[jj > i][:, a >= i].sum() for i in range(K)], dtype=np.int64)
+        expected_mean = float("nan")
+        if expected is not None:
+            expected_mean = float((cnt.sum(axis=(2, 3)) * expected).sum()) / max(calls, 1)
+        return {
+            "num_verifications": calls,
+            "tokens_per_round": mean,
+            "tokens_per_round_se": float(np.sqrt(var / max(calls, 1))),
+            "mean_num_draft": float(jj @ ja.sum(axis=1)) / max(calls, 1),
+            "accept_by_position": accepted / np.maximum(tested, 1),
+            "tested_by_position": tested,
+            "expected_tokens_per_round": expected_mean,
+        }
 
 
 def generate(
@@ -317,23 +339,7 @@ def generate(
         else:
             raise InputError("verifier", "at least one token emitted per round", "rounds that emit none")
         seqs[c0 : c0 + m] = out[:, :L]
-    calls = int(tally.num.sum())
-    k = np.arange(K + 2)
-    mean = float(k @ tally.num) / max(calls, 1)
-    var = max(float((k * k) @ tally.num) / max(calls, 1) - mean**2, 0.0)
-    expected_mean = float("nan")
-    if expected is not None:
-        expected_mean = float(tally.ctx_j @ expected.ravel()) / max(calls, 1)
-    return Simulation(
-        sequences=seqs,
-        num_verifications=calls,
-        tokens_per_round=mean,
-        tokens_per_round_se=float(np.sqrt(var / max(calls, 1))),
-        mean_num_draft=tally.drafts / max(calls, 1),
-        accept_by_position=tally.accepted / np.maximum(tally.tested, 1),
-        tested_by_position=tally.tested,
-        expected_tokens_per_round=expected_mean,
-    )
+    return Simulation(sequences=seqs, **tally.summary(expected))
 
 
 def _check_result(res: Any, A: int, K: int, V: int) -> tuple[np.ndarray, np.ndarray]:

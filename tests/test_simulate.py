@@ -18,7 +18,7 @@ import pytest
 from specviz import verify
 from specviz.bugs import BUGS
 from specviz.errors import InputError
-from specviz.markov import START, Drafter, inverse_cdf, make_chain, random_chain
+from specviz.markov import GUIDE, START, Drafter, inverse_cdf, make_chain, random_chain
 from specviz.simulate import Round, build_round, draft_tokens, garbage_token, generate, sample_rows
 from specviz.stats import joint_test
 from specviz.theory import chain_expected_tokens
@@ -63,11 +63,17 @@ def test_inverse_cdf_gives_the_tokens_of_sample_rows():
         # Uniforms on and next to every threshold, where a different comparison would differ.
         edge_rows = np.repeat(np.arange(Vt + 1), Vt)
         edge = (np.cumsum(chain.table, axis=1) / chain.table.sum(1, keepdims=True)).ravel().clip(0, 1 - 2**-53)
+        # ... and on both ends of every guide bucket.
+        bucket = np.arange(GUIDE + 1) / GUIDE
+        bucket = np.concatenate([bucket[:-1], np.nextafter(bucket[1:], 0)])
+        bucket_rows = rng.integers(0, Vt + 1, size=bucket.size)
         for uu, rr in ((u, rows), (edge, edge_rows), (np.nextafter(edge, 0), edge_rows),
-                       (np.nextafter(edge, 1).clip(0, 1 - 2**-53), edge_rows)):  # fmt: skip
+                       (np.nextafter(edge, 1).clip(0, 1 - 2**-53), edge_rows), (bucket, bucket_rows)):  # fmt: skip
             got = icdf.draw(rr, uu)
             assert (got == sample_rows(chain.table[rr], uu)).all()
+            assert (got == icdf.count(rr, uu)).all()  # the guide table agrees with the definition
             assert chain.table[rr, got].min() > 0  # never a token of probability 0
+        assert (icdf.guide < 0).reshape(Vt + 1, GUIDE).sum(1).max() <= Vt - 1  # one unsure bucket per threshold
 
 
 def interval_lengths(draw, R: int, Vt: int) -> np.ndarray:
@@ -208,10 +214,13 @@ def test_every_call_gets_rng_and_a_padded_batch_with_garbage(chains, mode):
 
 def test_the_tally_matches_a_recount_of_every_round(chains):
     target, draft = chains
-    seen = []
+    seen, odd = [], np.random.default_rng(17)
 
     def recording(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):
         res = verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng)
+        # num_accepted only feeds the statistics: move it off by -2..+2 so the counts must cope
+        # with values outside 0..K the way the plain masks below do.
+        res = res._replace(num_accepted=res.num_accepted + odd.integers(-2, 3, size=len(num_draft)))
         # The context is the table row equal to the first target row (the chain's rows are distinct).
         ctx = np.argmin(np.abs(target_probs[:, 0, None, :] - target.table[None]).sum(-1), axis=1) - 1
         seen.append((num_draft.copy(), np.asarray(res.num_tokens), np.asarray(res.num_accepted), ctx))
