@@ -87,6 +87,7 @@ AUDIT_POINTS = 4096  # random points per context checked against the boxes after
 AUDIT_ROUNDS = 5  # audits (each reopening the boxes it contradicts, the next twice as large) before refusing
 AUDIT_SEED = 20_251_130  # the audit is reproducible
 MAX_ROWS = 50_000  # (context, draft count, drafts) rows of one batch of contexts
+MAX_CELLS = 1 << 24  # cells V**L of the returned law: 128 MB of float64
 MAX_EVALS = 5_000_000  # verifier rows of one call of verifier_law: ~5 s at V = 4
 CHUNK = 1 << 18  # verifier rows per call: ~30 MB of float64 inputs at V = 4, K = 3
 
@@ -176,6 +177,8 @@ def verifier_law(
     if int(audit) < 0:
         raise InputError("audit", "a non-negative number of random points per context", str(audit))
     L, V = int(L), target.V
+    if V**L > MAX_CELLS:
+        raise InputError("L", f"a law of at most {MAX_CELLS:,} cells V**L (smaller V or L)", f"{V}**{L} = {V**L:,}")
     stats = _Stats(max_evals, int(audit))
     kernels: dict[int, _Kernel] = {}
     expected = np.full((V + 1, K + 1), np.nan)
@@ -336,9 +339,10 @@ class _Evaluator:
         """Tokens (n, K+1) and num_tokens (n,) at uniforms u (n, D) for rows ``row`` (n,)."""
         st, K = self.stats, self.K
         if st.evals + row.size > st.max_evals:
+            A = self.rnd.num_draft.shape[0]
             raise InputError("verifier", f"boxes resolved within max_evals = {st.max_evals:,} verifier rows",
-                             "more: outputs that change on pieces too many or too fine to resolve (a decision "
-                             "on several uniforms at once, or a coin rescaled many times?)")  # fmt: skip
+                             f"more for {A:,} draft sequences: too many (smaller V or K) or outputs that change on "
+                             "pieces too fine to resolve (a decision on several uniforms at once?)")  # fmt: skip
         toks, num = np.empty((row.size, K + 1), np.int64), np.empty(row.size, np.int64)
         for s in range(0, row.size, CHUNK):
             r, uu = row[s : s + CHUNK], u[s : s + CHUNK]

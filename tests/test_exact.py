@@ -272,6 +272,8 @@ def test_bad_arguments_name_themselves(chains):
         verifier_law(verify, target, Drafter(draft), L=2, num_draft=2, K=1)
     with pytest.raises(InputError, match="num_draft: expected at least one draft count"):
         verifier_law(verify, target, Drafter(draft), L=2, num_draft=[])
+    with pytest.raises(InputError, match=r"L: expected a law of at most 16,777,216 cells V\*\*L"):
+        verifier_law(verify, target, Drafter(draft), L=16, num_draft=1)
     with pytest.raises(InputError, match="L: expected at least 1 token"):
         verifier_law(verify, target, Drafter(draft), L=0, num_draft=1)
     with pytest.raises(InputError, match="audit: expected a non-negative number"):
