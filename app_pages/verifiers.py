@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -159,6 +160,14 @@ with t2:
                 {"candidates": label, "exact accepted per step": exact, measured: results.point_text(point)}
             )
         st.dataframe(tree_rows, hide_index=True, key=S + "trees")
+        one = tree.context_free_trees(tp, tq, tree.kary_parents(int(k), depth), 1, np.random.default_rng(int(seed)))
+        traced = tree.verify_tree(*one, rng=np.random.default_rng([int(seed), 1]))
+        st.markdown(
+            f"**One traced verification** (i.i.d. candidates, seed {int(seed)}): each tried candidate's coin u against "
+            "its acceptance probability min(1, r(y) / q(y)), where r is the target row, or the residual left by the "
+            "siblings rejected before it; the last line is the token drawn where the walk stopped."
+        )
+        st.dataframe(tree.trace(one, traced), hide_index=True, key=S + "trace")
     else:
         st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
 

@@ -521,3 +521,35 @@ def measure_kary(
     batch = context_free_trees(target_probs, draft_probs, kary_parents(k, depth), int(n), rng, iid=iid)
     acc = verify_tree(*batch, rng=rng).num_accepted.astype(np.float64)
     return Measured(float(acc.mean()), float(acc.std(ddof=1) / np.sqrt(acc.size)), int(n))
+
+
+def trace(batch: TreeBatch, result: TreeVerification, row: int = 0) -> list[dict[str, Any]]:
+    """One row's verification, node by node, for display: what each candidate was compared with.
+
+    One dict per node 1 .. num_nodes-1: its parent, token, the chance it was accepted when tried
+    (NaN if it never was: an ancestor or an earlier sibling was accepted first, or an ancestor
+    was rejected), its coin, and the outcome ("accepted", "rejected", "not tried"). The last
+    entry describes the final draw: the node it came from and whether it was the bonus.
+    """
+    b = int(row)
+    n = int(np.asarray(batch.num_nodes)[b])
+    par, tok = np.asarray(batch.parents)[b], np.asarray(batch.node_tokens)[b]
+    thr, u = np.asarray(result.thresholds)[b], np.asarray(result.accept_uniforms)[b]
+    on_path = set(np.asarray(result.path)[b].tolist())
+    out: list[dict[str, Any]] = []
+    for i in range(1, n):
+        tried = bool(thr[i - 1] == thr[i - 1])
+        outcome = "accepted" if i in on_path else ("rejected" if tried else "not tried")
+        out.append({"node": i, "parent": int(par[i]), "token": int(tok[i]), "acceptance probability": float(thr[i - 1]),
+                    "coin u": float(u[i - 1]), "outcome": outcome})  # fmt: skip
+    last = int(np.asarray(result.last_node)[b])
+    drawn = int(np.asarray(result.tokens)[b, int(np.asarray(result.num_accepted)[b])])
+    source = (
+        "the bonus: its target row (a leaf)"
+        if bool(np.asarray(result.bonus)[b])
+        else "the residual after its children's rejections"
+    )
+    out.append({"node": last, "parent": int(par[last]) if last else ROOT_PARENT, "token": drawn,
+                "acceptance probability": float("nan"), "coin u": float(np.asarray(result.sample_uniforms)[b]),
+                "outcome": f"drawn at node {last} from {source}"})  # fmt: skip
+    return out

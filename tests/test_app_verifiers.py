@@ -86,3 +86,16 @@ def test_a_hostile_link_falls_back_or_is_shown_as_text():
     run(at)
     errors = [str(e.value) for e in at.error]
     assert errors and all("](" not in e for e in errors)  # the typed text is escaped, never a link
+
+
+def test_traced_tree_changes_with_the_seed():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    first = at.dataframe[2].value.to_dict("records")
+    assert {"accepted", "rejected", "not tried"} & {r["outcome"] for r in first}
+    assert first[-1]["outcome"].startswith("drawn at node")
+    seen = [first]
+    for seed in (1, 2, 3):
+        at.number_input(key="verifiers.seed").set_value(seed)
+        run(at)
+        seen.append(at.dataframe[2].value.to_dict("records"))
+    assert any(str(s) != str(first) for s in seen[1:])  # other coins, another walk

@@ -33,6 +33,7 @@ from specviz.tree import (
     kary_expected_accepted,
     kary_parents,
     node_acceptance,
+    trace,
     verify_tree,
     verify_tree_chain,
 )
@@ -369,3 +370,25 @@ def test_bad_input_names_the_argument(change, match):
     u = args.pop("uniforms")
     with pytest.raises(InputError, match=match):
         verify_tree(*args.values(), uniforms=u)
+
+
+def test_trace_tells_what_each_candidate_was_compared_with():
+    p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
+    batch = context_free_trees(p, q, kary_parents(2, 2), 200, np.random.default_rng(8))
+    res = verify_tree(*batch, rng=np.random.default_rng(9))
+    outcomes = set()
+    for b in range(200):
+        steps = trace(batch, res, b)
+        nodes, final = steps[:-1], steps[-1]
+        accepted = [s["node"] for s in nodes if s["outcome"] == "accepted"]
+        assert accepted == [int(n) for n in res.path[b] if n >= 0]
+        for s in nodes:
+            outcomes.add(s["outcome"])
+            if s["outcome"] == "accepted":
+                assert s["coin u"] < s["acceptance probability"]
+            elif s["outcome"] == "rejected":
+                assert s["coin u"] >= s["acceptance probability"]
+            else:
+                assert np.isnan(s["acceptance probability"])
+        assert final["node"] == res.last_node[b] and final["token"] == res.tokens[b, res.num_accepted[b]]
+    assert outcomes == {"accepted", "rejected", "not tried"}
