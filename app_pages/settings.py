@@ -29,6 +29,7 @@ PARAMS = [
     links.float_param("dp", 1.0, 0.01, 1.0),
     links.int_param("K", 3, 1, MAX_K),
     links.choice_param("knob", "temperature", list(sd.KNOBS)),
+    links.choice_param("pipeline", "correct", ["correct", "q_unprocessed", "target_unprocessed"]),
 ]
 
 
@@ -92,7 +93,7 @@ with left:
 
 shown = {"source": source, "K": K, "rT": rT, "rk": int(rk), "rp": rp, "dT": dT, "dk": int(dk), "dp": dp}
 # Settings whose widget is not drawn now (init_state seeded them this run) stay in the link.
-shown |= {k: st.session_state[S + k] for k in ("preset", "seed", "tl", "dl", "knob")}
+shown |= {k: st.session_state[S + k] for k in ("preset", "seed", "tl", "dl", "knob", "pipeline")}
 
 request, drafter = Settings(float(rT), int(rk), float(rp)), Settings(float(dT), int(dk), float(dp))
 rep = None
@@ -147,6 +148,13 @@ st.caption(
     "about 1e-16 per token). A mismatch bug is lossy only when its side's settings change that side's law: with "
     "default settings everywhere all three coincide."
 )
+names = [pl.name for pl in rep.pipelines]
+shown_pipeline = st.radio("Draw the exact law of", names, horizontal=True, key=S + "pipeline")
+shown["pipeline"] = shown_pipeline
+pl = rep.pipelines[names.index(shown_pipeline)]
+law_fig = figures.law_comparison(rep.p, pl.law, law_name=f"{pl.name}: exact law of the first token")
+st.plotly_chart(presenter.chart(law_fig, st.session_state), key=S + "law")
+st.caption(f"Target p here is plain decoding with the request's settings. TV between the two: {pl.tv_plain:.3g}.")
 
 st.divider()
 st.subheader("Sweep one of the drafter's settings")

@@ -97,6 +97,12 @@ def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exac
     assert link(at)["rp"] == "0.9" and link(at)["dk"] == "2"
     # The badge is computed: at top-p 0.8 the request keeps one token, p is one-hot, and the wrong q
     # can no longer move the law (the residual is that token), so q_unprocessed turns lossless.
+    at.radio(key="settings.pipeline").set_value("target_unprocessed")
+    rerun(at)
+    chart = json.loads(at.get("plotly_chart")[1].proto.spec)
+    law = [t for t in chart["data"] if t["name"].startswith("target_unprocessed")][0]
+    assert "y" in law and f"TV between the two: {by['target_unprocessed'].tv_plain:.3g}" in texts(at.caption)
+    assert link(at)["pipeline"] == "target_unprocessed"
     at.slider(key="settings.rp").set_value(0.8)
     rerun(at)
     assert pipelines(at)["q_unprocessed"]["verdict"] == "✓ lossless"
