@@ -630,12 +630,19 @@ def rejection_critical(trials: int, alpha: float, level: float = CALIBRATION_LEV
     return int(sps.binom.isf(level, trials, alpha)) + 1
 
 
-GofTest = Callable[[np.ndarray, np.ndarray, float], bool]  # (sequences (N, L), law (V,)*L, alpha) -> passed
+# A test judged for calibration: (the simulation's result, the exact law (V,) * L, alpha) -> passed.
+CalibratedTest = Callable[[_simulate.Simulation, np.ndarray, float], bool]
 
 
-def joint_passes(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
-    """The suite's own test: the joint chi-square, small cells pooled."""
-    return joint_test(sequences, law, alpha=alpha).passed
+def joint_passes(sim: _simulate.Simulation, law: np.ndarray, alpha: float) -> bool:
+    """The suite's distribution test: the joint chi-square, small cells pooled."""
+    return joint_test(sim.sequences, law, alpha=alpha).passed
+
+
+def tokens_passes(sim: _simulate.Simulation, law: np.ndarray, alpha: float) -> bool:
+    """The suite's tokens-per-step z-test against the exact expectation for the contexts met."""
+    return mean_test(sim.tokens_per_round, sim.expected_tokens_per_round, sim.tokens_per_round_se,
+                     sim.num_verifications, alpha=alpha).passed  # fmt: skip
 
 
 def rejection_rate(rejections: int, trials: int, alpha: float) -> Calibration:
@@ -649,7 +656,7 @@ def rejection_rate(rejections: int, trials: int, alpha: float) -> Calibration:
 
 
 def calibrate_tests(
-    tests: dict[str, GofTest],
+    tests: dict[str, CalibratedTest],
     scenario: str = "reference",
     *,
     seeds: Iterable[int] = range(100),
@@ -670,9 +677,9 @@ def calibrate_tests(
     mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
     rejected = dict.fromkeys(tests, 0)
     for s in seeds:
-        seqs = _sample(sc, fn, n=int(n), seed=s, mode=mode).sequences
+        sim = _sample(sc, fn, n=int(n), seed=s, mode=mode)
         for name, test in tests.items():
-            rejected[name] += not test(seqs, law, alpha)
+            rejected[name] += not test(sim, law, alpha)
     return {name: rejection_rate(r, len(seeds), alpha) for name, r in rejected.items()}
 
 
@@ -684,7 +691,7 @@ def calibrate(
     alpha: float = 0.01,
     bug: Bug | None = None,
     verifier: Callable[..., Any] = verify,
-    test: GofTest = joint_passes,
+    test: CalibratedTest = joint_passes,
 ) -> Calibration:
     """How often a test (default: the joint chi-square) rejects at level alpha over many seeds.
 

@@ -6,8 +6,10 @@ critical value: 22 or more rejections of 200 has probability <= 0.001 under
 Binomial(200, 0.05), so it means "the rate is far above the level". Two deliberately
 miscalibrated tests run on the same samples and must cross it: Pearson's statistic without
 pooling small cells (the chi-square approximation breaks; 36 of 200) and the right statistic
-against the critical value of 8 fewer degrees of freedom (73 of 200). A broken verifier must
-cross it too. The slow tests repeat the measurement at the suite's own sizes.
+against the critical value of 8 fewer degrees of freedom (73 of 200). The tokens-per-step
+z-test is measured on the same runs (5 of 200: conservative, as its standard error includes the
+spread between contexts), with a standard error halved as its control (66 of 200). A broken
+verifier must cross it too. The slow tests repeat the measurement at the suite's own sizes.
 """
 
 from __future__ import annotations
@@ -17,21 +19,29 @@ import pytest
 from scipy import stats as sps
 
 from specviz.bugs import BUGS
-from specviz.prove import calibrate, calibrate_tests, joint_passes, rejection_critical
-from specviz.stats import chi_square, counts, joint_test
+from specviz.prove import calibrate, calibrate_tests, joint_passes, rejection_critical, tokens_passes
+from specviz.simulate import Simulation
+from specviz.stats import chi_square, counts, joint_test, mean_test
 
 TRIALS, N, ALPHA = 200, 1000, 0.05
 
 
-def no_pooling(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
+def no_pooling(sim: Simulation, law: np.ndarray, alpha: float) -> bool:
     """Pearson's statistic on every cell, however small its expected count."""
-    return chi_square(counts(sequences, law.shape[0], law.ndim), law.ravel(), alpha=alpha, min_expected=0.0).passed
+    obs = counts(sim.sequences, law.shape[0], law.ndim)
+    return chi_square(obs, law.ravel(), alpha=alpha, min_expected=0.0).passed
 
 
-def dof_too_small(sequences: np.ndarray, law: np.ndarray, alpha: float) -> bool:
+def dof_too_small(sim: Simulation, law: np.ndarray, alpha: float) -> bool:
     """The right statistic against the critical value of 8 fewer degrees of freedom."""
-    r = joint_test(sequences, law, alpha=alpha)
+    r = joint_test(sim.sequences, law, alpha=alpha)
     return r.statistic <= sps.chi2.isf(alpha, max(r.dof - 8, 1))
+
+
+def tokens_se_halved(sim: Simulation, law: np.ndarray, alpha: float) -> bool:
+    """The tokens z-test with a standard error half the true one."""
+    return mean_test(sim.tokens_per_round, sim.expected_tokens_per_round, sim.tokens_per_round_se / 2,
+                     sim.num_verifications, alpha=alpha).passed  # fmt: skip
 
 
 def test_stated_critical_value():
@@ -41,18 +51,21 @@ def test_stated_critical_value():
 
 @pytest.fixture(scope="module")
 def fast():
-    tests = {"joint": joint_passes, "no_pooling": no_pooling, "dof_too_small": dof_too_small}
+    tests = {"joint": joint_passes, "no_pooling": no_pooling, "dof_too_small": dof_too_small,
+             "tokens": tokens_passes, "tokens_se_halved": tokens_se_halved}  # fmt: skip
     return calibrate_tests(tests, "one_draft", seeds=range(TRIALS), n=N, alpha=ALPHA)
 
 
-def test_false_alarm_rate_is_not_far_above_the_level(fast):
-    cal = fast["joint"]
+@pytest.mark.parametrize("name", ["joint", "tokens"])
+def test_false_alarm_rate_is_not_far_above_the_level(fast, name):
+    cal = fast[name]
     assert cal.trials == TRIALS and cal.critical == 22
     assert not cal.far_above, cal
-    assert cal.ci_low <= ALPHA <= cal.ci_high, cal  # and the level lies in its 95% interval
+    if name == "joint":  # the tokens test is conservative by design (its se includes the spread between contexts)
+        assert cal.ci_low <= ALPHA <= cal.ci_high, cal  # the level lies in the rate's 95% interval
 
 
-@pytest.mark.parametrize("name", ["no_pooling", "dof_too_small"])
+@pytest.mark.parametrize("name", ["no_pooling", "dof_too_small", "tokens_se_halved"])
 def test_negative_control_a_miscalibrated_test_is_flagged(fast, name):
     assert fast[name].far_above, fast[name]
 
