@@ -9,19 +9,23 @@ before chunking and table gathers (``legacy_generate`` below, kept verbatim apar
 driving the same verifier. A click is split into the time spent inside the verifier and the
 rest (drafting, building the padded batches, bookkeeping, the chi-square), measured by
 wrapping the verifier with a timer. The machine is shared and noisy: old and new runs are
-interleaved and the median of ``--repeat`` is reported.
+interleaved, the median of ``--repeat`` is reported, and CPU time (``time.process_time``;
+``getrusage`` for the command) is printed beside wall time: under load the wall time
+includes waiting for a core, the CPU time is what the work costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -158,49 +162,62 @@ class TimedVerify:
     __name__ = "verify"
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self.seconds = self.cpu = 0.0
         self.calls = 0
 
     def __call__(self, *args: Any, validate: bool = True, **kw: Any) -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = verify(*args, validate=validate, **kw)
         self.seconds += time.perf_counter() - t0
+        self.cpu += time.process_time() - c0
         self.calls += 1
         return res
 
 
-def click(scenario: str, n: int, legacy: bool) -> tuple[float, float, int, str]:
-    """One Bug-lab click (prove.run_case): (seconds, seconds inside the verifier, verifier calls, verdict)."""
+class Click(NamedTuple):
+    seconds: float  # wall time of prove.run_case
+    cpu: float  # its CPU time (process_time): what the click costs when the machine is not shared
+    verifier_cpu: float  # CPU time inside the verifier calls
+    calls: int  # verifier calls
+    verdict: str
+
+
+def click(scenario: str, n: int, legacy: bool) -> Click:
+    """One Bug-lab click: prove.run_case with the verifier timed."""
     timed = TimedVerify()
     saved = prove.generate
     if legacy:
         prove.generate = legacy_generate
     try:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = prove.run_case(scenario, timed, n=n, seed=0)
-        secs = time.perf_counter() - t0
+        secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         prove.generate = saved
-    return secs, timed.seconds, timed.calls, res.verdict
+    return Click(secs, cpu, timed.cpu, timed.calls, res.verdict)
 
 
-def tokens_step(n: int) -> float:
-    """What one Tokens-page slider step computes (app_pages/tokens.py ``measure``, both curves)."""
+def tokens_step(n: int) -> tuple[float, float]:
+    """What one Tokens-page slider step computes (app_pages/tokens.py ``measure``, both curves): wall, CPU."""
     p, q = speed.two_token_pair(0.7)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for bonus in (True, False):
         speed.measure_tokens(p, q, TOKENS_K, n, 0, bonus=bonus)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def prove_command(legacy: bool) -> tuple[float, int]:
-    """Wall time and exit status of ``python -m specviz prove --quiet`` (interpreter start included)."""
+def prove_command(legacy: bool) -> tuple[float, float, int]:
+    """Wall time, CPU time and exit status of ``python -m specviz prove --quiet`` (interpreter start included)."""
     cmd = [sys.executable, "-m", "specviz", "prove", "--quiet"]
     if legacy:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--legacy-prove"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - t0, done.returncode
+    secs = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return secs, cpu, done.returncode
 
 
 def median(xs: list[float]) -> float:
@@ -229,29 +246,37 @@ def main() -> None:
         prove.generate = legacy_generate
         sys.exit(cli.main(["prove", "--quiet"]))
 
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
+          "(ratios to the legacy run hold under load; ratios to the bounds do not)")  # fmt: skip
     print(f"Bug-lab click: prove.run_case(scenario, n = {args.n:,}); median of {args.repeat}, old and new interleaved")
-    print(f"{'scenario':12s} {'impl':7s} {'seconds':>8s} {'/ 1 s':>6s} {'seq/s':>10s} {'verifier':>9s} "
-          f"{'rest':>6s} {'calls':>6s} {'x faster':>8s}  verdict")  # fmt: skip
+    print("wall: seconds of the click; cpu: its CPU seconds, split into the verifier and the rest (simulation "
+          "and statistics); ratios: to the 1 s bound, and legacy / new")  # fmt: skip
+    print(f"{'scenario':12s} {'impl':7s} {'wall':>7s} {'/ 1 s':>6s} {'cpu':>6s} {'/ 1 s':>6s} {'seq/cpu-s':>10s} "
+          f"{'verifier':>8s} {'rest':>6s} {'calls':>5s} {'x wall':>6s} {'x cpu':>6s}  verdict")  # fmt: skip
     for sc in args.scenarios.split(","):
         new, old = interleaved(lambda legacy, sc=sc: click(sc, args.n, legacy), args.repeat)
-        base = median([r[0] for r in old])
+        base_wall, base_cpu = median([r.seconds for r in old]), median([r.cpu for r in old])
         for label, runs in (("new", new), ("legacy", old)):
-            secs, ver = median([r[0] for r in runs]), median([r[1] for r in runs])
-            print(f"{sc:12s} {label:7s} {secs:8.3f} {secs / CLICK_BOUND_S:6.2f} {args.n / secs:10,.0f} {ver:9.3f} "
-                  f"{secs - ver:6.3f} {runs[0][2]:6d} {base / secs:8.2f}  {runs[0][3]}")  # fmt: skip
+            wall, cpu = median([r.seconds for r in runs]), median([r.cpu for r in runs])
+            ver = median([r.verifier_cpu for r in runs])
+            print(f"{sc:12s} {label:7s} {wall:7.3f} {wall / CLICK_BOUND_S:6.2f} {cpu:6.3f} {cpu / CLICK_BOUND_S:6.2f} "
+                  f"{args.n / cpu:10,.0f} {ver:8.3f} {cpu - ver:6.3f} {runs[0].calls:5d} {base_wall / wall:6.2f} "
+                  f"{base_cpu / cpu:6.2f}  {runs[0].verdict}")  # fmt: skip
 
     n_tok = limits.MAX_TOKENS_N
-    times = [tokens_step(n_tok) for _ in range(args.repeat)]
-    t = median(times)
+    runs = [tokens_step(n_tok) for _ in range(args.repeat)]
+    t, c = median([r[0] for r in runs]), median([r[1] for r in runs])
     print(f"\nTokens-page step: speed.measure_tokens x 2 (bonus, no bonus), {n_tok:,} rows x {len(TOKENS_K)} K values: "
-          f"{t:.3f} s = {t / TOKENS_BOUND_S:.2f} x the 1 s bound (all of it verifier calls and draw_iid; "
-          "the simulation module is not on this path)")  # fmt: skip
+          f"wall {t:.3f} s = {t / TOKENS_BOUND_S:.2f} x, cpu {c:.3f} s = {c / TOKENS_BOUND_S:.2f} x the 1 s bound "
+          "(verifier calls and position.draw_iid; the simulation module is not on this path)")  # fmt: skip
 
     if not args.no_prove:
         new, old = interleaved(prove_command, 1)
-        (tn, rc_new), (to, rc_old) = new[0], old[0]
-        print(f"\npython -m specviz prove: {tn:.2f} s = {tn / PROVE_BOUND_S:.2f} x the 8 s bound (exit {rc_new}); "
-              f"with the legacy simulation {to:.2f} s (exit {rc_old}): {to / tn:.2f} x faster")  # fmt: skip
+        (tn, cn, rc_new), (to, co, rc_old) = new[0], old[0]
+        print(f"\npython -m specviz prove: wall {tn:.2f} s = {tn / PROVE_BOUND_S:.2f} x, cpu {cn:.2f} s = "
+              f"{cn / PROVE_BOUND_S:.2f} x the 8 s bound (exit {rc_new}); with the legacy simulation wall {to:.2f} s, "
+              f"cpu {co:.2f} s (exit {rc_old}): {to / tn:.2f} x wall, {co / cn:.2f} x cpu")  # fmt: skip
 
 
 if __name__ == "__main__":
