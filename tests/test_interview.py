@@ -139,3 +139,11 @@ def test_answers_round_trip_through_the_link_text():
 def test_malformed_answer_text_is_an_input_error(text):
     with pytest.raises(ValueError, match="^answers"):
         iv.decode_answers(text)
+
+
+def test_verify_cost_does_not_depend_on_the_model_size():
+    """The Interview page's roofline caption: the cost ratio does not depend on the size."""
+    for params in (1e6, 7e9, 4e11):
+        for B, K in [(8, 4), (256, 4), (4096, 16)]:
+            r = iv.roofline(params, [B * (K + 1), B])
+            assert r.seconds[0] / r.seconds[1] == pytest.approx(iv.verify_cost(B, K), rel=1e-12)

@@ -115,3 +115,27 @@ def test_sweep_values_and_greedy_pick():
     assert sd.greedy_pick([0.0, -1.0]) == (0, 1)
     for z in ([1.0, 3.0, 3.0], [5.0, 1.0, 5.0, 5.0]):  # the same token plain greedy decoding takes
         assert process_logits(np.array(z), Settings(temperature=0)).argmax() == sd.greedy_pick(z)[0]
+
+
+def test_a_mismatch_is_lossy_only_when_its_side_settings_change_its_law():
+    """The page's caption: q_unprocessed needs q != raw q, target_unprocessed needs p != raw p."""
+    rng = np.random.default_rng(12)
+    lossy_seen = {"q_unprocessed": 0, "target_unprocessed": 0}
+    unchanged = 0
+
+    def settings() -> Settings:
+        return Settings(float(rng.choice([0.5, 1.0])), int(rng.integers(0, 7)), float(rng.choice([0.6, 1.0])))
+
+    for _ in range(400):
+        zt, zd = np.round(rng.normal(size=6) * 2), np.round(rng.normal(size=6) * 2)
+        rep = sd.settings_report(zt, zd, settings(), settings())
+        by = {pl.name: pl for pl in rep.pipelines}
+        if np.array_equal(rep.q, rep.q_raw):
+            assert by["q_unprocessed"].lossless
+            unchanged += 1
+        if np.array_equal(rep.p, rep.p_raw):
+            assert by["target_unprocessed"].lossless
+            unchanged += 1
+        for name in lossy_seen:
+            lossy_seen[name] += not by[name].lossless
+    assert unchanged > 50 and min(lossy_seen.values()) > 50  # both branches happen often: neither check is vacuous
