@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz import figures, links, presenter
+from specviz import figures, links, presenter, theory
 from specviz import interview as iv
 
 S = "interview."
@@ -27,6 +27,7 @@ PARAMS = [
     links.float_param("c", 0.05, 0.0, 1.0),
     links.int_param("B", 8, 1, 4096),
     links.int_param("K", 4, 0, 16),
+    links.int_param("Kt", 3, 1, 16),
 ]
 
 
@@ -93,6 +94,15 @@ def roofline_widget() -> None:
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "roofline_chart")
 
 
+def tokens_widget() -> None:
+    a = theory.acceptance_rate(iv.REFERENCE_P, iv.UNIFORM_Q)
+    K = st.slider("drafts K", 1, 16, key=S + "Kt")
+    m = st.columns(3)
+    m[0].metric(f"tokens per target pass, a = {a:.2f}", f"{theory.expected_tokens(a, K):.4f}")
+    m[1].metric("accepted drafts alone", f"{iv.accepted_drafts(a, K):.4f}")
+    m[2].metric("limit as K grows: 1/(1 − a)", f"{1 / (1 - a):.4f}")
+
+
 def one_position_figure(key: str) -> None:
     p, q = iv.REFERENCE_P, iv.UNIFORM_Q
     if key == "typical":
@@ -106,6 +116,7 @@ def one_position_figure(key: str) -> None:
 WIDGETS = {
     "acceptance": one_position_figure,
     "residual": one_position_figure,
+    "tokens": lambda key: tokens_widget(),
     "speedup": lambda key: speedup_explorer(),
     "best_k": lambda key: speedup_explorer(),
     "roofline": lambda key: roofline_widget(),
@@ -176,5 +187,5 @@ else:
     c[1].button("Start again", key=S + "restart", on_click=restart)
 
 # Not read above, but kept in the link with the page's other settings.
-shown = {name: st.session_state[S + name] for name in ("step", "ans", "a", "c", "B", "K")}
+shown = {name: st.session_state[S + name] for name in ("step", "ans", "a", "c", "B", "K", "Kt")}
 links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import interview as iv
 from specviz import settings_demo as sd
-from specviz import stats, text
+from specviz import stats, text, theory
 from specviz.processing import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,6 +208,14 @@ def test_interview_speedup_explorer_and_roofline_follow_their_sliders():
     rerun(at)
     assert metric(at, "best K") == f"{iv.best_K(0.5, 0.3)}"
     assert metric(at, "speedup at K = 1: (1 + a)/(1 + c)") == f"×{iv.speedup(0.5, 1, 0.3):.3f}"
+    at = open_page(INTERVIEW, {"step": str(keys.index("tokens")), "ans": ",,2.5"})
+    a = 0.7  # the reference example's acceptance rate, checked against theory below
+    assert theory.acceptance_rate(iv.REFERENCE_P, iv.UNIFORM_Q) == pytest.approx(a)
+    at.slider(key="interview.Kt").set_value(5)
+    rerun(at)
+    assert metric(at, "tokens per target pass, a = 0.70") == f"{theory.expected_tokens(a, 5):.4f}"
+    assert metric(at, "accepted drafts alone") == f"{theory.expected_tokens(a, 5) - 1:.4f}"
+    assert link(at)["Kt"] == "5"
     at = open_page(INTERVIEW, {"step": str(keys.index("roofline")), "ans": ",,,,,3"})
     before = metric(at, "verification cost (decode steps of this batch)")
     assert before == f"{iv.verify_cost(8, 4):.2f}"
