@@ -23,6 +23,7 @@ toy example) this is the mean of every verification.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -35,7 +36,7 @@ from .lossy import verify_lenient, verify_typical
 from .markov import Drafter, MarkovChain, make_chain
 from .sample_match import verify_sample_match
 from .tree import verify_tree_chain
-from .verify import verify
+from .verify import Uniforms, verify
 
 Verifier = Callable[..., Any]
 
@@ -207,3 +208,236 @@ def table(judgements: Iterable[Judgement]) -> list[dict[str, Any]]:
         }
         for j in judgements
     ]
+
+
+# ---------------------------------------------------------------- trees: several candidates per node
+
+BISECT_STEPS = 60  # halvings of [0, 1) that locate a threshold to within 2^-60 (below float64 spacing near 1)
+TREE_AUDIT_POINTS = 2000  # random points per context checked against the enumerated cells
+TREE_MAX_ASSIGNMENTS = 20_000  # candidate-token assignments of one context
+
+
+class TreeJudgement(NamedTuple):
+    """The court's finding for a tree verifier on a Markov-chain problem (see :func:`judge_tree`)."""
+
+    law: np.ndarray  # (V,) * L
+    target_law: np.ndarray
+    tv_from_target: float
+    expected_tokens_per_step: float  # first verification (start context)
+    expected_accepted_per_step: float
+    lossless: bool  # tv <= LOSSLESS_TOL
+    audited: int  # random points per context that all matched their cell
+
+
+def judge_tree(
+    target: MarkovChain,
+    drafter: Drafter,
+    parents: Sequence[int],
+    *,
+    L: int,
+    verifier: Verifier | None = None,
+    seed: int = 0,
+) -> TreeJudgement:
+    """The exact law of the first L tokens of rounds of tree verification, every round the same tree shape.
+
+    ``parents`` (N,): the tree's shape in :mod:`specviz.tree`'s layout. Each round, the
+    candidates after a context are drawn from the drafter: ``mode="sample"`` draws every node's
+    children i.i.d. from the drafter's row after the node's token (and reports those rows);
+    ``"argmax"`` takes the drafter row's most likely tokens in order (a top-k tree, no q
+    reported). ``verifier`` has :func:`specviz.tree.verify_tree`'s signature and returns a result
+    with ``path`` and ``tokens`` (default: :func:`specviz.tree.verify_tree`).
+
+    How. For each context and each assignment of candidate tokens (weighted by the drafter), the
+    coins are resolved along the verifier's own decisions: the first tried node whose coin is not
+    yet fixed has its threshold located by bisection on that coin (accepted iff the node is on
+    the returned path), and the walk splits into its accepted and rejected sides, weighted by the
+    located threshold. Once no undecided node is tried, the final draw's token is located on the
+    sample uniform by bisection of each token boundary (an inverse-CDF draw is monotone in its
+    uniform). Assumed, and checked on ``TREE_AUDIT_POINTS`` random points per context: a node's
+    decision depends only on its own coin given the earlier decisions (the coins of nodes tried
+    after it do not move its threshold), and the draw is monotone. A verifier that breaks either
+    is refused with an :class:`~specviz.InputError` naming ``verifier``.
+    """
+    from .tree import verify_tree
+
+    fn = verify_tree if verifier is None else verifier
+    par = np.asarray(parents, dtype=np.int64)
+    N, V, L = par.shape[0], target.V, int(L)
+    if N < 1 or par[0] != -1 or any(not 0 <= par[n] < n for n in range(1, N)):
+        raise InputError("parents", "-1 at node 0 and 0 <= parents[n] < n", str(par.tolist()))
+    if L < 1:
+        raise InputError("L", "at least 1 token", str(L))
+    if drafter.chain.V != V or drafter.mode == "argmax_reports_softmax":
+        expected = f"a 'sample' or 'argmax' drafter over V = {V} tokens"
+        raise InputError("drafter", expected, f"{drafter.mode}, V = {drafter.chain.V}")
+    rng = np.random.default_rng(seed)
+    kernels = {c: _tree_kernel(fn, target, drafter, par, c, rng) for c in [-1, *range(V)]}
+    law = np.zeros((V,) * L)
+    pending: dict[tuple[int, ...], float] = {(): 1.0}
+    while pending:
+        prefix, mass = pending.popitem()
+        for out, pr in kernels[prefix[-1] if prefix else -1].items():
+            z = prefix + out
+            if len(z) >= L:
+                law[z[:L]] += mass * pr
+            else:
+                pending[z] = pending.get(z, 0.0) + mass * pr
+    want = target.joint_law(L)
+    tv = 0.5 * float(np.abs(law - want).sum())
+    tokens = float(sum(pr * len(out) for out, pr in kernels[-1].items()))
+    return TreeJudgement(law, want, tv, tokens, tokens - 1.0, bool(tv <= LOSSLESS_TOL), TREE_AUDIT_POINTS)
+
+
+def _assignments(target: MarkovChain, drafter: Drafter, par: np.ndarray, ctx: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate tokens (A, N) after context ctx (node 0's entry is ctx's token or 0) and their probability (A,)."""
+    N, V = par.shape[0], target.V
+    root = max(ctx, 0)
+    if drafter.mode == "argmax":
+        toks = np.zeros(N, np.int64)
+        toks[0] = root
+        rank = np.zeros(N, np.int64)
+        for n in range(1, N):
+            prev = ctx if par[n] == 0 else toks[par[n]]
+            row = drafter.chain.probs(prev)
+            order = np.lexsort((np.arange(V), -row))
+            if rank[par[n]] >= V:
+                raise InputError("parents", f"at most V = {V} distinct top-k candidates per node", "more")
+            toks[n] = order[rank[par[n]]]
+            rank[par[n]] += 1
+        return toks[None, :], np.ones(1)
+    if V ** (N - 1) > TREE_MAX_ASSIGNMENTS:
+        expected = f"at most {TREE_MAX_ASSIGNMENTS:,} candidate assignments (V^(N-1))"
+        raise InputError("parents", expected, f"{V}^{N - 1}")
+    grid = np.array(list(itertools.product(range(V), repeat=N - 1)), dtype=np.int64).reshape(-1, N - 1)
+    toks = np.concatenate([np.full((grid.shape[0], 1), root), grid], axis=1)  # (A, N)
+    prob = np.ones(grid.shape[0])
+    for n in range(1, N):
+        prev = np.full(grid.shape[0], ctx) if par[n] == 0 else toks[:, par[n]]
+        prob *= drafter.chain.probs(prev)[np.arange(grid.shape[0]), toks[:, n]]
+    keep = prob > 0
+    return toks[keep], prob[keep]
+
+
+def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.ndarray, ctx: int,
+                 rng: np.random.Generator) -> dict[tuple[int, ...], float]:  # fmt: skip
+    """One round's law after context ctx: emitted tokens -> probability."""
+    toks, prob = _assignments(target, drafter, par, ctx)
+    N, V, A = par.shape[0], target.V, toks.shape[0]
+    prev = np.where(np.arange(N)[None, :] == 0, ctx, toks)  # (A, N) the context each node's rows follow
+    T = target.probs(prev)  # (A, N, V)
+    Q = drafter.chain.probs(prev) if drafter.mode == "sample" else None
+
+    def run(a: np.ndarray, ua: np.ndarray, us: np.ndarray) -> Any:
+        res = fn(T[a], None if Q is None else Q[a], toks[a], np.broadcast_to(par, (a.size, N)),
+                 np.full(a.size, N), uniforms=Uniforms(ua, us))  # fmt: skip
+        return np.asarray(res.path), np.asarray(res.tokens), np.asarray(res.num_tokens)
+
+    def accepted(path: np.ndarray, node: np.ndarray) -> np.ndarray:
+        return (path == node[:, None]).any(axis=1)
+
+    # Items: (assignment, coins, which coins are decided, lower/upper bound of each decided cell, weight).
+    item_a = np.arange(A)
+    coins = np.full((A, N - 1), 0.5)
+    lo, hi = np.zeros((A, N - 1)), np.ones((A, N - 1))
+    decided = np.zeros((A, N - 1), bool)
+    weight = prob.copy()
+    done_a, done_c, done_lo, done_hi, done_d, done_w = [], [], [], [], [], []
+    while item_a.size:
+        tried = _tried(fn, T, Q, toks, par, item_a, coins)
+        todo = tried & ~decided  # (I, N-1)
+        has = todo.any(axis=1)
+        fin = ~has
+        done_a.append(item_a[fin]), done_c.append(coins[fin]), done_lo.append(lo[fin]), done_hi.append(hi[fin])
+        done_d.append(decided[fin]), done_w.append(weight[fin])
+        sel = np.flatnonzero(has)
+        if not sel.size:
+            break
+        node = todo[sel].argmax(axis=1)  # (S,) column of the first tried undecided node
+        a_lo, a_hi = np.zeros(sel.size), np.ones(sel.size)  # accepted below the threshold: bisect
+        for _ in range(BISECT_STEPS):
+            mid = np.minimum(0.5 * (a_lo + a_hi), np.nextafter(a_hi, -np.inf))  # a uniform: below 1
+            c = coins[sel].copy()
+            c[np.arange(sel.size), node] = mid
+            p, _, _ = run(item_a[sel], c, np.full(sel.size, 0.5))
+            acc = accepted(p, node + 1)
+            a_lo, a_hi = np.where(acc, mid, a_lo), np.where(acc, a_hi, mid)
+        t = a_hi  # the first coin (to 2^-60) at which the node is rejected; 1: always accepted
+        c0 = coins[sel].copy()
+        c0[np.arange(sel.size), node] = 0.0
+        p0, _, _ = run(item_a[sel], c0, np.full(sel.size, 0.5))
+        t = np.where(accepted(p0, node + 1), t, 0.0)  # rejected even at u = 0: threshold 0
+        new_a, new_c, new_lo, new_hi, new_d, new_w = [], [], [], [], [], []
+        for side in (0, 1):  # 0: accepted, coin in [0, t); 1: rejected, coin in [t, 1)
+            width = t if side == 0 else 1.0 - t
+            k = width > 0
+            c = coins[sel][k].copy()
+            l_, h_ = lo[sel][k].copy(), hi[sel][k].copy()
+            r, nd = np.arange(k.sum()), node[k]
+            l_[r, nd], h_[r, nd] = (0.0, t[k]) if side == 0 else (t[k], 1.0)
+            c[r, nd] = np.minimum(0.5 * (l_[r, nd] + h_[r, nd]), np.nextafter(h_[r, nd], -np.inf))  # inside [lo, hi)
+            d = decided[sel][k].copy()
+            d[r, nd] = True
+            new_a.append(item_a[sel][k]), new_c.append(c), new_lo.append(l_), new_hi.append(h_), new_d.append(d)
+            new_w.append(weight[sel][k] * width[k])
+        item_a, coins, lo, hi = (np.concatenate(x) for x in (new_a, new_c, new_lo, new_hi))
+        decided, weight = np.concatenate(new_d), np.concatenate(new_w)
+    ia, ic, ilo, ihi, idec, iw = (np.concatenate(x) for x in (done_a, done_c, done_lo, done_hi, done_d, done_w))
+    # The final draw: token boundaries on the sample uniform, by bisection (monotone inverse CDF).
+    I = ia.size
+    bounds = np.empty((I, V + 1))
+    bounds[:, 0], bounds[:, V] = 0.0, 1.0
+    for v in range(1, V):
+        b_lo, b_hi = np.zeros(I), np.ones(I)
+        for _ in range(BISECT_STEPS):
+            mid = np.minimum(0.5 * (b_lo + b_hi), np.nextafter(b_hi, -np.inf))
+            _, tk, nt = run(ia, ic, mid)
+            below = tk[np.arange(I), nt - 1] < v
+            b_lo, b_hi = np.where(below, mid, b_lo), np.where(below, b_hi, mid)
+        _, tk, nt = run(ia, ic, np.zeros(I))
+        bounds[:, v] = np.where(tk[np.arange(I), nt - 1] >= v, 0.0, b_hi)  # token >= v from u = 0 on
+    bounds = np.maximum.accumulate(bounds, axis=1)
+    kernel: dict[tuple[int, ...], float] = {}
+    for v in range(V):
+        w = iw * (bounds[:, v + 1] - bounds[:, v])
+        k = np.flatnonzero(w > 0)
+        if not k.size:
+            continue
+        _, tk, nt = run(ia[k], ic[k], 0.5 * (bounds[k, v] + bounds[k, v + 1]))
+        for row, j in enumerate(k):
+            out = tuple(int(x) for x in tk[row, : nt[row]])
+            if out[-1] != v:
+                expected = "an inverse-CDF final draw (token non-decreasing in its uniform)"
+                raise InputError("verifier", expected, f"token {out[-1]} inside the cell of token {v}")
+            kernel[out] = kernel.get(out, 0.0) + float(w[j])
+    _audit_tree(run, prob, ia, ic, ilo, ihi, idec, rng, N)
+    return kernel
+
+
+def _tried(fn: Verifier, T: np.ndarray, Q: np.ndarray | None, toks: np.ndarray, par: np.ndarray, a: np.ndarray,
+           coins: np.ndarray) -> np.ndarray:  # fmt: skip
+    """(I, N-1) bool: which nodes the verifier tried at these coins (its ``thresholds`` not NaN)."""
+    N = par.shape[0]
+    res = fn(T[a], None if Q is None else Q[a], toks[a], np.broadcast_to(par, (a.size, N)), np.full(a.size, N),
+             uniforms=Uniforms(coins, np.full(a.size, 0.5)))  # fmt: skip
+    return ~np.isnan(np.asarray(res.thresholds))
+
+
+def _audit_tree(run: Callable[..., Any], prob: np.ndarray, ia: np.ndarray, ic: np.ndarray, ilo: np.ndarray,
+                ihi: np.ndarray, idec: np.ndarray, rng: np.random.Generator, N: int) -> None:  # fmt: skip
+    """Random points, drawn by the round's law, must give the output of the cell that holds them."""
+    a = rng.choice(prob.size, size=TREE_AUDIT_POINTS, p=prob / prob.sum())
+    u = rng.random((TREE_AUDIT_POINTS, N - 1))
+    s = rng.random(TREE_AUDIT_POINTS)
+    box = ~idec[None] | ((ilo[None] <= u[:, None]) & (u[:, None] < ihi[None]))  # (P, I, N-1)
+    inside = (ia[None, :] == a[:, None]) & box.all(-1)  # (P, I)
+    if not (inside.sum(axis=1) == 1).all():
+        expected = "cells of decisions that cover every point once"
+        raise InputError("verifier", expected, "points in no cell or in several")
+    cell = inside.argmax(axis=1)
+    _, tok_c, nt_c = run(ia[cell], ic[cell], s)
+    _, tok_u, nt_u = run(a, u, s)
+    emitted = np.arange(tok_u.shape[1])[None, :] < nt_u[:, None]
+    same = (nt_c == nt_u) & (np.where(emitted, tok_c, -1) == np.where(emitted, tok_u, -1)).all(axis=1)
+    if not same.all():
+        expected = "decisions that depend only on each node's own coin given the earlier ones"
+        raise InputError("verifier", expected, f"{int((~same).sum())} of {TREE_AUDIT_POINTS} points off their cell")

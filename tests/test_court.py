@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from specviz import InputError, verify
-from specviz.court import RULES, Problem, compare, judge, pair_problem, problem, table, toy_problem
+from specviz.court import RULES, Problem, compare, judge, judge_tree, pair_problem, problem, table, toy_problem
 from specviz.markov import Drafter, random_chain
+from specviz.tree import node_acceptance
 
 TOL = 1e-12
 LOSSLESS = ("chain", "block", "tree (chain-shaped)", "sample-and-match")
@@ -115,3 +116,61 @@ def test_a_deliberately_shifted_rule_is_lossy_by_the_amount_computed():
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(InputError, match=match):
         call()
+
+
+# ---------------------------------------------------------------- trees: several candidates per node
+
+
+def mistaken_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, *, rng=None, uniforms=None,
+                  validate=True):  # fmt: skip
+    """The tree rule with one step swapped: after a rejection, the node's target row again (not the residual)."""
+    from specviz.tree import _prepare, _verify
+
+    t = _prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
+    return _verify(t, np.asarray(uniforms[0]), np.asarray(uniforms[1]), validate, residual="target")
+
+
+def small_chains(seed: int):
+    rng = np.random.default_rng(seed)
+    return random_chain(3, rng, zero_fraction=0.34), random_chain(3, rng, zero_fraction=0.34)
+
+
+@pytest.mark.parametrize("parents", [[-1, 0, 0], [-1, 0, 0, 1, 1], [-1, 0, 1, 0, 3]])
+@pytest.mark.parametrize("mode", ["sample", "argmax"])
+def test_tree_court_finds_the_target_law(parents, mode):
+    target, draft = small_chains(3)
+    j = judge_tree(target, Drafter(draft, mode), parents, L=3)
+    assert j.lossless and j.tv_from_target < TOL
+    bad = judge_tree(target, Drafter(draft, mode), parents, L=3, verifier=mistaken_tree)
+    assert not bad.lossless and bad.tv_from_target > 1e-3
+
+
+def test_tree_court_on_a_chain_shape_is_the_chain_court():
+    target, draft = small_chains(4)
+    tree_j = judge_tree(target, Drafter(draft), [-1, 0, 1], L=3)
+    chain_j = judge("chain", Problem(target, Drafter(draft), 3, 2, 2))
+    assert np.abs(tree_j.law - chain_j.law).max() < TOL
+    assert abs(tree_j.expected_tokens_per_step - chain_j.expected_tokens_per_step) < TOL
+
+
+def test_tree_court_two_candidates_match_the_closed_form():
+    p, q = [0.5, 0.3, 0.15, 0.05], [0.25] * 4
+    pb = pair_problem(p, q, 1)
+    j = judge_tree(pb.target, pb.drafter, [-1, 0, 0], L=2)
+    assert abs(j.expected_accepted_per_step - node_acceptance(np.array(p), np.array(q), 2)) < TOL
+    assert j.expected_accepted_per_step > 0.7 + 0.1  # one candidate keeps sum min(p, q) = 0.7
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"parents": [0, 0, 0]}, "parents"),
+        ({"parents": [-1, 1]}, "parents"),
+        ({"L": 0}, "L"),
+    ],
+)
+def test_tree_court_bad_input(kw, match):
+    target, draft = small_chains(5)
+    args = {"parents": [-1, 0], "L": 2, **kw}
+    with pytest.raises(InputError, match=match):
+        judge_tree(target, Drafter(draft), args.pop("parents"), **args)
