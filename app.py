@@ -51,8 +51,7 @@ with st.sidebar:
         "Every page keeps its settings while you move between pages, and shows them in the address bar, seed "
         "included: copy the link to reproduce a demo exactly."
     )
-if present:
-    st.html(f"<style>{presenter.stylesheet()}</style>")
+st.html(f"<style>{presenter.stylesheet(present)}</style>")
 if st.query_params.get(links.PRESENT) != ("1" if present else None):  # pages without settings keep it too
     if present:
         st.query_params[links.PRESENT] = "1"

@@ -239,15 +239,20 @@ def show_in_link(
 # --- user text, shown safely -----------------------------------------------------------------------
 
 # Every character that can start Markdown syntax in the middle of a line, as Streamlit renders it:
-# links and images ([ ] ( ) !), HTML and autolinks (< > & @, and ':' in "http:"), LaTeX ($),
-# colour directives and icons (: [ ] { }), code, emphasis and strike (` * _ ~), tables (|), escapes.
+# links and images ([ ] ( ) !), HTML (< > &), LaTeX ($), colour directives and icons (: [ ] { }),
+# code, emphasis and strike (` * _ ~), tables (|), headings (#) and the escape itself.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#!|~$:@&])")
-_WWW = re.compile(r"(?i)(w{3})\.")  # "www.host" becomes a link by itself (GFM autolinks)
+# GFM autolinks are found in the parsed text, after escapes are resolved, so "http\://host",
+# "www\.host" and "me\@host" would still become links. An invisible zero-width space before each
+# ':' and '@' and after "www" breaks the patterns (scheme:, www., local@domain) without changing
+# what the reader sees.
+ZWSP = "\u200b"
+_AUTOLINK = re.compile(r"(?i)(?=\\[:@])|(?<=www)")
 
 
 def plain(text: Any) -> str:
-    """``text`` escaped so that Markdown shows it as typed: no links, images, LaTeX or colours."""
-    return _WWW.sub(r"\1\\.", _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
+    """``text`` shown as typed by Streamlit's Markdown: no links, images, HTML, LaTeX or colours."""
+    return _AUTOLINK.sub(ZWSP, _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)))
 
 
 def error_text(error: BaseException) -> str:

@@ -2,8 +2,8 @@
 
 Pure functions, no Streamlit: :func:`for_projector` restyles a Plotly figure (larger fonts
 everywhere, room for them in the margins), :func:`chart` applies it when the session is in
-presenter mode, and :func:`stylesheet` is the page CSS the app injects in that mode (larger
-text, wrapping instead of truncating, results before inputs).
+presenter mode, and :func:`stylesheet` is the page CSS the app injects: wrapping instead of
+truncating always, and in presenter mode larger text and results before inputs.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from .links import PRESENT_KEY
 SCALE = 1.3  # fonts a figure sets itself, relative to the figure as built for a laptop screen
 CHART_FONT_PX = 19  # body text of a chart (figures.FONT is 14 px; Streamlit draws ticks at 12 px)
 TICK_FONT_PX = 17  # axis tick labels whose size the figure leaves unset
+LEGEND_FONT_PX = 16  # two entries per line under a half-width chart
 TITLE_FONT_PX = 20  # long titles ("Kept drafts plus replacements, ...") still fit a half-width chart
-MAX_HEIGHT_PX = 470  # a chart and its title fit under a one-line heading in a 720 px tall window
-MARGIN_TOP_PX = 110  # the title and a horizontal legend above the plot at the larger fonts
+MAX_HEIGHT_PX = 340  # the decomposition chart fits under the title, heading and metrics in 720 px
+MARGIN_TOP_PX = 48  # the title above the plot at the larger font (the legend goes below)
 ROW_FIGURE_MIN_HEIGHT = 700  # taller figures are lists of rows (token strips): scaled, never capped
 
 
@@ -42,7 +43,13 @@ def for_projector(fig: go.Figure) -> go.Figure:
     lay = out.layout
     out.update_layout(font_size=_scaled(lay.font.size, CHART_FONT_PX))
     out.update_layout(title_font_size=_scaled(lay.title.font.size, TITLE_FONT_PX), title_automargin=True)
-    out.update_layout(legend_font_size=_scaled(lay.legend.font.size, CHART_FONT_PX))
+    # Below the plot: at projector sizes a legend above it wraps onto several lines and runs into the title.
+    out.update_layout(
+        legend=dict(font_size=_scaled(lay.legend.font.size, LEGEND_FONT_PX), orientation="h", x=0, xanchor="left"),
+        legend_yref="container",
+        legend_y=0,
+        legend_yanchor="bottom",
+    )
     out.update_layout(hoverlabel_font_size=_scaled(lay.hoverlabel.font.size, CHART_FONT_PX))
     out.for_each_xaxis(lambda ax: _axis(ax))
     out.for_each_yaxis(lambda ax: _axis(ax))
@@ -52,8 +59,7 @@ def for_projector(fig: go.Figure) -> go.Figure:
         font = getattr(trace, "textfont", None)
         if font is not None and font.size is not None:
             font.size = _scaled(font.size, CHART_FONT_PX)
-    margin = lay.margin
-    out.update_layout(margin=dict(t=max(margin.t or 0, MARGIN_TOP_PX)))
+    out.update_layout(margin=dict(t=MARGIN_TOP_PX))
     height = lay.height
     if height is not None:
         tall = height > ROW_FIGURE_MIN_HEIGHT
@@ -77,32 +83,38 @@ def chart(fig: go.Figure, state: Mapping[str, Any]) -> go.Figure:
     return for_projector(fig) if presenting(state) else fig
 
 
-# Streamlit draws its elements with rem units; a larger root font scales text, widgets and
-# spacing together. Metric values, button labels and column headers wrap instead of ending in
-# "…", columns too narrow for their content wrap onto the next line (150 % zoom leaves 853 CSS
-# pixels), and on a page with results the block holding the inputs moves after them
-# (`order`), so that after a click the verdict and the numbers are the first thing on screen.
-ROOT_FONT_PX = 20  # Streamlit's 16 px root; its 14 px text becomes 17.5 px
-MIN_COLUMN_PX = 300  # narrower columns wrap onto a new line rather than clip their content
-_CSS = """
-html { font-size: %(root)dpx; }
-[data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 2rem; max-width: 100%%; }
-h1 { font-size: 2rem !important; padding-top: 0 !important; }
+# Rules for every session: text never ends in "…" and columns too narrow for their content wrap onto
+# the next line (150 % zoom leaves 853 CSS pixels): metric values, button labels and metric labels
+# wrap; a column holding a table editor keeps room for its p and q columns.
+MIN_COLUMN_PX = 220  # narrower columns wrap onto a new line rather than clip their content
+MIN_TABLE_COLUMN_PX = 340  # the p/q editor: index, p and q at their default widths
+_BASE_CSS = """
 [data-testid="stMetricValue"] > div,
 [data-testid="stMetricLabel"] div,
 [data-testid="stMetricLabel"] p,
 .stButton button p,
 .stButton button div { white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; overflow-wrap: anywhere; }
-[data-testid="stMetricValue"] { font-size: 2rem; }
 [data-testid="stHorizontalBlock"] { flex-wrap: wrap; row-gap: 0.5rem; }
 [data-testid="stColumn"] { min-width: min(%(col)dpx, 100%%); }
 [data-testid="stHorizontalBlock"] [data-testid="stHorizontalBlock"] [data-testid="stColumn"]
   { min-width: min(%(inner)dpx, 100%%); }
+[data-testid="stColumn"]:has([data-testid="stDataFrame"]) { min-width: min(%(table)dpx, 100%%); }
+"""
+# Presenter mode: Streamlit draws its elements with rem units, so a larger root font scales text,
+# widgets and spacing together; on a page with results the block holding the inputs moves after
+# them (`order`), so that after a click the verdict and the numbers are the first thing on screen.
+ROOT_FONT_PX = 20  # Streamlit's 16 px root; its 14 px text becomes 17.5 px
+_PRESENTER_CSS = """
+html { font-size: %(root)dpx; }
+[data-testid="stMainBlockContainer"] { padding-top: 4rem; padding-bottom: 2rem; max-width: 100%%; }
+h1 { font-size: 1.8rem !important; padding-top: 0 !important; padding-bottom: 0.25rem !important; }
+h2, h3 { padding-top: 0.25rem !important; padding-bottom: 0.25rem !important; }
+[data-testid="stMetricValue"] { font-size: 2rem; }
 %(after)s { order: 1; }
 """
 # Widgets (by their Streamlit key) whose block holds a page's inputs and goes after its results.
-INPUT_KEYS = ("buglab.run", "batch.B", "batch.run")
+INPUT_KEYS = ("buglab.run", "batch.B")  # Batch keeps its Run button (a lone element) on top
 
 
 def _key_class(key: str) -> str:
@@ -110,8 +122,11 @@ def _key_class(key: str) -> str:
     return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
 
 
-def stylesheet() -> str:
-    """The CSS of presenter mode (a ``<style>`` body)."""
-    top = '[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > '
-    after = ",\n".join(f"{top}:has(.{_key_class(k)})" for k in INPUT_KEYS)
-    return _CSS % {"root": ROOT_FONT_PX, "col": MIN_COLUMN_PX, "inner": MIN_COLUMN_PX // 2, "after": after}
+def stylesheet(present: bool) -> str:
+    """The page CSS (a ``<style>`` body): the no-truncation rules, and the presenter rules when ``present``."""
+    css = _BASE_CSS % {"col": MIN_COLUMN_PX, "inner": MIN_COLUMN_PX // 2, "table": MIN_TABLE_COLUMN_PX}
+    if present:
+        top = '[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > '
+        after = ",\n".join(f"{top}:has(.{_key_class(k)})" for k in INPUT_KEYS)
+        css += _PRESENTER_CSS % {"root": ROOT_FONT_PX, "after": after}
+    return css

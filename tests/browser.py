@@ -59,9 +59,9 @@ def free_port() -> int:
 def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
     """Start `streamlit run app.py` on a free loopback port; yield its base URL."""
     port = free_port()
+    # No --server.address: .streamlit/config.toml's loopback default is what the tests exercise.
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false"]  # fmt: skip
+           "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -88,16 +88,26 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1000) -> Iterator[object]:
+def browser_page(width: int = 1400, height: int = 1000, zoom: float = 1.0) -> Iterator[object]:
+    """A Chromium page whose window is ``width`` x ``height`` screen pixels at ``zoom``.
+
+    Browser zoom is emulated as it works: the page sees a viewport of width/zoom x height/zoom
+    CSS pixels drawn with ``zoom`` device pixels each (150 % of 1280 x 720 leaves 853 x 480).
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            yield page
+            yield new_page(browser, width, height, zoom)
         finally:
             browser.close()
+
+
+def new_page(browser: object, width: int = 1400, height: int = 1000, zoom: float = 1.0) -> object:
+    """Another page (own cookies, own Streamlit session) in a running browser; see :func:`browser_page`."""
+    viewport = {"width": round(width / zoom), "height": round(height / zoom)}
+    return browser.new_context(viewport=viewport, device_scale_factor=zoom).new_page()  # type: ignore[attr-defined]
 
 
 def main_text(page: object) -> str:
@@ -150,3 +160,44 @@ def choose(page: object, label: str, option: str) -> None:
 
 def click_button(page: object, text: str) -> None:
     page.get_by_role("button", name=text).first.click()  # type: ignore[attr-defined]
+
+
+def outside_viewport(page: object, selector: str) -> list[str]:
+    """Elements matching ``selector`` that are not wholly inside the viewport, as "text @ box"."""
+    return page.evaluate(  # type: ignore[attr-defined]
+        """sel => [...document.querySelectorAll(sel)].filter(e => {
+              const r = e.getBoundingClientRect();
+              return r.top < 0 || r.left < 0 || r.bottom > innerHeight + 0.5 || r.right > innerWidth + 0.5;
+           }).map(e => { const r = e.getBoundingClientRect();
+              return `${e.innerText.slice(0, 40)} @ (${r.left|0},${r.top|0})-(${r.right|0},${r.bottom|0})`; })""",
+        selector,
+    )
+
+
+def truncated(page: object, selector: str) -> list[str]:
+    """Texts under ``selector`` cut by their box (ellipsis or clipping): wider than they are shown."""
+    return page.evaluate(  # type: ignore[attr-defined]
+        """sel => [...document.querySelectorAll(sel)].flatMap(e => [e, ...e.querySelectorAll('*')])
+              .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible'
+                           && e.innerText.trim())
+              .map(e => e.innerText.slice(0, 40))""",
+        selector,
+    )
+
+
+def pointers(page: object, needle: str) -> list[str]:
+    """Attributes of any element that make the browser fetch or link to a URL containing ``needle``."""
+    return page.evaluate(  # type: ignore[attr-defined]
+        """needle => {
+             const out = [];
+             for (const e of document.querySelectorAll('*')) {
+               for (const a of e.attributes) {
+                 const v = a.value.toLowerCase();
+                 if (['href', 'src', 'srcset', 'xlink:href', 'action', 'formaction', 'poster', 'data',
+                      'background', 'style'].includes(a.name) && v.includes(needle))
+                   out.push(`<${e.tagName.toLowerCase()} ${a.name}="${a.value.slice(0, 80)}">`);
+               }
+             }
+             return out; }""",
+        needle.lower(),
+    )

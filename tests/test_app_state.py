@@ -177,3 +177,41 @@ def test_presenter_mode_is_in_the_link_and_enlarges_every_chart():
     assert at.query_params["present"] == "1" and set(chart_font_sizes(at)) == {big}
     at.toggle(key=links.PRESENT_KEY).set_value(False).run()
     assert "present" not in at.query_params and set(chart_font_sizes(at)) == {14}
+
+
+def all_font_sizes(fig) -> list[float]:
+    """Every font size a figure sets or inherits: layout, title, legend, each axis, annotations."""
+    lay = fig.layout
+    base = lay.font.size or 12  # Plotly's default where a figure sets none
+    sizes = [base, lay.title.font.size or base, lay.legend.font.size or base]
+    for ax in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        sizes += [ax.tickfont.size or 12, ax.title.font.size or base]  # Streamlit draws unset ticks at 12 px
+    sizes += [a.font.size or base for a in lay.annotations]
+    return sizes
+
+
+@pytest.mark.parametrize("name", ["decomposition", "joint", "strips", "tokens"])
+def test_for_projector_enlarges_every_font_and_keeps_the_numbers(name):
+    from specviz import figures, position, speed, verify
+
+    p, q = position.preset("reference")
+    if name == "decomposition":
+        fig = figures.decomposition_bar(p, q)
+    elif name == "joint":
+        law = np.full(27, 1 / 27)
+        fig = figures.joint_comparison(law * 1000, law, 3, 3)
+    elif name == "strips":
+        rows = np.full((40, 3, 5), 0.2)  # (B, K+1, V) uniform rows
+        res = verify(rows, rows[:, :2], np.zeros((40, 2), int), np.full(40, 2), rng=np.random.default_rng(0))
+        fig = figures.token_strips(res, np.full(40, 2), np.zeros((40, 2), int), max_rows=40)
+    else:
+        t = speed.speedup_table(0.7, range(17), 0.1)
+        fig = figures.speedup_curve(t.K, t.speedup, t.best_K)
+    big = presenter.for_projector(fig)
+    assert min(all_font_sizes(fig)) < 15  # negative control: the laptop figure is small
+    ratios = [a / b for a, b in zip(all_font_sizes(big), all_font_sizes(fig), strict=True)]
+    assert min(all_font_sizes(big)) >= 13 and min(ratios) > 1.1  # every font grows (the legend least: 14 -> 16)
+    assert big.to_plotly_json()["data"] == fig.to_plotly_json()["data"]  # the same numbers, drawn larger
+    assert fig.layout.font.size == 14  # the original is untouched
+    tall = fig.layout.height > presenter.ROW_FIGURE_MIN_HEIGHT
+    assert big.layout.height == (round(fig.layout.height * presenter.SCALE) if tall else min(fig.layout.height, 340))
