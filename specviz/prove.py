@@ -457,11 +457,15 @@ def nearest_bugs(
         out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), f"sampled, N = {ctrl.n:,}"))
         sampled.append(b.name)
     out.sort(key=lambda x: x.tv)
-    note = ""
+    notes = []
     if sampled:
-        note = ("exact law unavailable for " + ", ".join(sampled) + " here: their sampled laws are used, "
-                "so those TVs include sampling noise in both laws")  # fmt: skip
-    return out, note
+        notes.append("exact law unavailable for " + ", ".join(sampled) + " here: their sampled laws are used, "
+                     "so those TVs include sampling noise in both laws")  # fmt: skip
+    if res.joint.passed and not res.tokens.passed:
+        same = [b.name for b in BUGS.values() if not b.changes_law]
+        notes.append("the law passes and only tokens per step fail: a mistake that keeps the law but changes "
+                     "how many tokens a verification yields, like " + ", ".join(same))  # fmt: skip
+    return out, "; ".join(notes)
 
 
 class Case(NamedTuple):

@@ -122,6 +122,16 @@ def test_explanation_in_the_record_and_tokens_figures():
     assert rec["needed_n"] == suite.results[0].needed_n
 
 
+def test_a_tokens_only_failure_points_to_the_law_keeping_bug():
+    suite = run_suite(plan(["textbook"], []), BUGS["no_bonus"].verifier, verifier_name="drops_bonus", n=100_000)
+    (res,) = suite.results
+    assert res.verdict == "FAIL" and res.joint.passed and not res.tokens.passed
+    assert "only tokens per step fail" in res.explanation.nearest_note and "no_bonus" in res.explanation.nearest_note
+    law = run_suite(plan(["textbook"], []), uv.residual_from_p, verifier_name="residual_from_p", n=100_000)
+    assert not law.results[0].joint.passed  # negative control: a law-changing mistake gets no such note
+    assert "only tokens per step fail" not in law.results[0].explanation.nearest_note
+
+
 def test_passing_cases_carry_no_explanation():
     res = run_case("reference", n=100_000, seed=0)
     assert res.verdict == "pass" and res.explanation is None
