@@ -13,6 +13,7 @@ from specviz import InputError, court, links, presenter, prove, results, tree
 S = "verifiers."
 MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 answers in a few seconds
 MAX_V = 4  # tokens in a typed p or q, for the same reason
+MAX_ASSIGNMENTS = 256  # candidate-token assignments per context of a tree the court judges on a click
 MAX_EVALS = 1_000_000  # verifier rows per rule before the court refuses (about a second at V = 4)
 TOY = "toy"
 PQ = "pq"
@@ -36,14 +37,14 @@ VERDICT_COLOURS = {"lossless": "#2a9d8f", "LOSSY": "#e76f51", "refused": "#9e9e9
 
 
 @st.cache_data(show_spinner="Enumerating every rule's exact law…", max_entries=32, ttl=3600)
-def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> list[dict]:
+def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int) -> list[dict]:
     if source == TOY:
         pb = court.toy_problem()
     elif source == PQ:
         pb = court.pair_problem(p, q, K)
     else:
         pb = court.problem(source)
-    return court.table(court.compare(None, pb, max_evals=MAX_EVALS))
+    return court.table(court.compare_with_trees(pb, k, max_evals=MAX_EVALS, max_assignments=MAX_ASSIGNMENTS))
 
 
 @st.cache_data(show_spinner="Verifying trees…", max_entries=64, ttl=3600)
@@ -93,6 +94,7 @@ with left:
     p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ)
     q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ)
     K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
+    k = st.slider("Candidates per node k (trees)", 1, 3, key=S + "k")
 
 rows = None
 with right:
@@ -104,7 +106,7 @@ with right:
             if not 1 <= len(p) <= MAX_V:
                 expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
                 raise InputError("p", expected, f"{len(p)} of them")
-        rows = judge_all(source, p, q, int(K))
+        rows = judge_all(source, p, q, int(K), int(k))
     except (InputError, ValueError) as e:
         st.error(links.error_text(e), icon=":material/error:")
     if rows is not None:
@@ -141,7 +143,6 @@ st.caption(
 )
 t1, t2 = st.columns([1, 2], gap="large")
 with t1:
-    k = st.slider("Candidates per node k", 1, 3, key=S + "k")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
 with t2:
     if source in (TOY, PQ) and rows is not None:

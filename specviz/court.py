@@ -441,3 +441,50 @@ def _audit_tree(run: Callable[..., Any], prob: np.ndarray, ia: np.ndarray, ic: n
     if not same.all():
         expected = "decisions that depend only on each node's own coin given the earlier ones"
         raise InputError("verifier", expected, f"{int((~same).sum())} of {TREE_AUDIT_POINTS} points off their cell")
+
+
+def judge_tree_problem(
+    scenario: Any, parents: Sequence[int], *, name: str, deterministic: bool = False,
+    max_assignments: int = TREE_MAX_ASSIGNMENTS,
+) -> Judgement:  # fmt: skip
+    """:func:`judge_tree` on a :func:`problem`, as a :class:`Judgement` row for :func:`table`.
+
+    The problem's drafter proposes the candidates (``deterministic``: its most likely tokens,
+    no q reported); its K and draft counts are not used, the tree's shape says how many
+    candidates there are. Refuses (``parents``) a tree with more than ``max_assignments``
+    candidate assignments per context (V^(N-1)).
+    """
+    pb = problem(scenario)
+    N, V = len(parents), pb.target.V
+    if not deterministic and V ** (N - 1) > max_assignments:
+        raise InputError("parents", f"at most {max_assignments:,} candidate assignments (V^(N-1))", f"{V}^{N - 1}")
+    drafter = Drafter(pb.drafter.chain, "argmax" if deterministic else "sample")
+    j = judge_tree(pb.target, drafter, parents, L=pb.L)
+    return Judgement(name, j.law, j.target_law, j.tv_from_target, j.expected_tokens_per_step,
+                     j.expected_accepted_per_step, 0.0, j.lossless)  # fmt: skip
+
+
+def compare_with_trees(
+    scenario: Any, k: int, *, max_evals: int | None = None, max_assignments: int = TREE_MAX_ASSIGNMENTS
+) -> list[Judgement]:
+    """:func:`compare` of every rule in :data:`RULES`, then, for k >= 2, two multi-draft rows:
+    k i.i.d. drafts of the problem's K tokens from the root (SpecInfer) and the drafter's top-k
+    (deterministic), each judged by :func:`judge_tree`. A tree the court cannot take within
+    ``max_assignments`` gets a refused row."""
+    from .tree import multi_draft_parents
+
+    pb = problem(scenario)
+    rows = compare(None, pb, max_evals=max_evals)
+    if int(k) < 2:
+        return rows
+    parents = multi_draft_parents(int(k), pb.K)
+    for name, det in ((f"tree: {k} i.i.d. drafts", False), (f"tree: top-{k} drafts", True)):
+        try:
+            rows.append(judge_tree_problem(pb, parents, name=name, deterministic=det, max_assignments=max_assignments))
+        except InputError as e:
+            nan = float("nan")
+            shape = (pb.target.V,) * pb.L
+            rows.append(
+                Judgement(name, np.full(shape, nan), pb.target.joint_law(pb.L), nan, nan, nan, nan, False, str(e))
+            )
+    return rows

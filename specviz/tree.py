@@ -553,3 +553,16 @@ def trace(batch: TreeBatch, result: TreeVerification, row: int = 0) -> list[dict
                 "acceptance probability": float("nan"), "coin u": float(np.asarray(result.sample_uniforms)[b]),
                 "outcome": f"drawn at node {last} from {source}"})  # fmt: skip
     return out
+
+
+def multi_draft_parents(k: int, depth: int) -> np.ndarray:
+    """(N,) parents of k draft sequences of length ``depth`` sharing the root (SpecInfer's
+    multi-sequence speculation, a tree whose only branching is at the root), numbered level by
+    level: N = 1 + k * depth. k = 1 is a chain."""
+    if int(k) < 1 or int(depth) < 0:
+        raise InputError("k", "k >= 1 drafts and depth >= 0", f"k = {k}, depth = {depth}")
+    parents = [ROOT_PARENT]
+    for d in range(int(depth)):
+        for c in range(int(k)):
+            parents.append(0 if d == 0 else 1 + (d - 1) * int(k) + c)
+    return np.array(parents, dtype=np.int64)

@@ -34,7 +34,11 @@ def test_toy_example_figures_and_badges():
     assert m["block: accepted drafts per step"] == (f"{11 / 9:.6f}", "lossless")
     assert m["block, lossy last threshold: accepted drafts per step"] == (f"{4 / 3:.6f}", "LOSSY")
     table = at.dataframe[0].value
-    assert list(table["rule"]) == list(court.RULES)
+    assert list(table["rule"]) == [*court.RULES, "tree: 2 i.i.d. drafts", "tree: top-2 drafts"]  # k = 2 by default
+    trees = table[table["rule"].str.startswith("tree: ")]
+    assert (trees["verdict"] == "lossless").all() and (trees["TV from target"] < 1e-12).all()
+    iid = trees.iloc[0]["accepted drafts per step"]
+    assert iid > 10 / 9 + 0.1  # two drafts from the root keep more than one chain
     lossy = table[table["rule"] == "block, lossy last threshold"].iloc[0]
     assert abs(lossy["TV from target"] - 1 / 9) < 1e-12
     assert dict(at.query_params)["source"] in ("toy", ["toy"])

@@ -12,7 +12,18 @@ import numpy as np
 import pytest
 
 from specviz import InputError, verify
-from specviz.court import RULES, Problem, compare, judge, judge_tree, pair_problem, problem, table, toy_problem
+from specviz.court import (
+    RULES,
+    Problem,
+    compare,
+    compare_with_trees,
+    judge,
+    judge_tree,
+    pair_problem,
+    problem,
+    table,
+    toy_problem,
+)
 from specviz.markov import Drafter, random_chain
 from specviz.tree import node_acceptance
 
@@ -174,3 +185,17 @@ def test_tree_court_bad_input(kw, match):
     args = {"parents": [-1, 0], "L": 2, **kw}
     with pytest.raises(InputError, match=match):
         judge_tree(target, Drafter(draft), args.pop("parents"), **args)
+
+
+def test_multi_draft_rows_on_the_toy_example():
+    # Two i.i.d. drafts of 2 tokens: the root keeps one with A = 1 - (1 - 2/3)(1 - 1/3) = 7/9 (the
+    # second is tried against the residual (0, 1)), then its chain goes on with a = 2/3:
+    # 7/9 + 7/9 * 2/3 = 35/27. Top-2 of V = 2 proposes both tokens (A = 1), then q's top token 0,
+    # kept with p(0) = 1/3: 4/3. Three distinct top tokens of V = 2 do not exist: refused.
+    rows = {j.rule: j for j in compare_with_trees(toy_problem(), 2)}
+    assert abs(rows["tree: 2 i.i.d. drafts"].expected_accepted_per_step - 35 / 27) < TOL
+    assert abs(rows["tree: top-2 drafts"].expected_accepted_per_step - 4 / 3) < TOL
+    assert rows["tree: 2 i.i.d. drafts"].lossless and rows["tree: top-2 drafts"].lossless
+    three = {j.rule: j for j in compare_with_trees(toy_problem(), 3)}
+    assert three["tree: top-3 drafts"].badge == "refused" and three["tree: 3 i.i.d. drafts"].lossless
+    assert len(compare_with_trees(toy_problem(), 1)) == len(RULES)
