@@ -284,7 +284,9 @@ def generate(
 
     Sequences are simulated ``chunk`` at a time, each chunk round after round until all its
     sequences are complete: the sequences are independent, so this changes which uniform
-    feeds which draw but not the law, and keeps every array of a round in cache.
+    feeds which draw but not the law, and keeps every array of a round in cache. The padded
+    probability tensors live in buffers rewritten every round: a verifier that keeps them past
+    its call must copy them.
     """
     for name, value, low in (("n", n, 0), ("L", L, 1), ("K", K, 0), ("chunk", chunk, 1)):
         if int(value) < low:
