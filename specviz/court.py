@@ -11,6 +11,11 @@ expected tokens of one verification, and a verdict computed from those numbers:
 (an :class:`~specviz.InputError` naming ``verifier``) rather than guess when the enumeration
 cannot vouch for a law. :func:`compare` judges several rules on one problem, one row each.
 
+Trees with several candidates per node do not fit ``verify``'s signature: :func:`judge_tree`
+judges a tree verifier (:func:`specviz.tree.verify_tree`'s signature) on a tree shape drawn
+afresh each round, locating each candidate's threshold on the verifier's own decisions, and
+:func:`compare_with_trees` adds k-draft rows to the table.
+
 Problems are the Markov-chain scenarios of :mod:`specviz.prove` (by name or as a
 :class:`~specviz.prove.Scenario`), :func:`toy_problem` (the block-verification paper's example),
 or a :class:`Problem` built by hand.
