@@ -247,7 +247,9 @@ class _Tally:
         tested = np.array([ja[jj > i][:, a >= i].sum() for i in range(K)], dtype=np.int64)
         expected_mean = float("nan")
         if expected is not None:
-            expected_mean = float((cnt.sum(axis=(2, 3)) * expected).sum()) / max(calls, 1)
+            met = cnt.sum(axis=(2, 3))  # (V+1, K+1) rows by context and draft count
+            seen = met > 0  # a table may hold NaN where a (context, count) is never met
+            expected_mean = float((met[seen] * expected[seen]).sum()) / max(calls, 1)
         return {
             "num_verifications": calls,
             "tokens_per_round": mean,

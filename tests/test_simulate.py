@@ -245,6 +245,19 @@ def test_the_tally_matches_a_recount_of_every_round(chains):
     assert sim.expected_tokens_per_round == pytest.approx(expected[ctx + 1, j].mean(), rel=1e-12)
 
 
+def test_expected_table_may_hold_nan_where_nothing_is_met(chains):
+    # exact.verifier_law's expected_tokens is NaN for draft counts a run never uses.
+    target, draft = chains
+    expected = chain_expected_tokens(target, Drafter(draft), K)
+    partial = np.full_like(expected, np.nan)
+    partial[:, K] = expected[:, K]  # rows are not ragged: only j = K is met
+    args = dict(n=20_000, L=L, K=K, chunk=3_000)
+    full = generate(verify, target, Drafter(draft), rng=np.random.default_rng(2), expected=expected, **args)
+    part = generate(verify, target, Drafter(draft), rng=np.random.default_rng(2), expected=partial, **args)
+    assert np.isfinite(part.expected_tokens_per_round)
+    assert part.expected_tokens_per_round == full.expected_tokens_per_round
+
+
 def test_skips_validation_only_for_verifiers_that_offer_it(chains):
     target, draft = chains
     calls = []
