@@ -97,7 +97,7 @@ class ExactLaw(NamedTuple):
 
     law: np.ndarray  # (V,) * L: P(first L tokens), summing to 1
     unresolved: float  # mass given a probed output without resolving its box; TV(law, truth) <= this
-    expected_tokens: np.ndarray  # (V+1, K+1) E[tokens per verification | context c (0 = start), j drafts]; NaN: not met
+    expected_tokens: np.ndarray  # (V+1, K+1) E[tokens per verification | context c (0: start), j drafts]; NaN: unmet
     boxes: int  # boxes probed
     evaluations: int  # verifier rows evaluated
     calls: int  # verifier calls

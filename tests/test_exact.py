@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from specviz import InputError, Uniforms, verify
 from specviz.bugs import BUGS
@@ -204,6 +205,21 @@ def test_lossy_verifier_joint_law_agrees_with_simulation():
     assert not control.passed, (control.statistic, control.critical_value, tv(law, target.joint_law(3)))
 
 
+Z_CRIT = float(norm.isf(ALPHA / 2))  # two-sided critical value of the tokens-per-verification z-test
+
+
+def tokens_z(sim) -> float:
+    """Measured mean tokens per verification against the mean of the exact table over the rounds run.
+
+    The table passes through np.nan_to_num: its NaN cells are (context, count) pairs no round can
+    meet, and generate weighs every cell by its count (0 * NaN would be NaN). With no spread at all
+    (every round emits the same count) the two must be equal."""
+    gap = sim.tokens_per_round - sim.expected_tokens_per_round
+    if sim.tokens_per_round_se == 0:
+        return 0.0 if abs(gap) < 1e-12 else float("inf")
+    return gap / sim.tokens_per_round_se
+
+
 def sim_check(bug_name: str, scenario: str, n: int, seed: int, control: bool = True) -> tuple[float, float]:
     """The bug's exact law in a prove scenario against a simulation of it: (TV to target, fit p-value).
 
@@ -214,9 +230,10 @@ def sim_check(bug_name: str, scenario: str, n: int, seed: int, control: bool = T
     res = verifier_law(bug.verifier, target, drafter, L=sc.L, num_draft=counts_of(sc), K=sc.K)
     assert res.unresolved < TOL and abs(res.law.sum() - 1) < TOL
     sim = generate(bug.verifier, target, drafter, n=n, L=sc.L, K=sc.K, rng=np.random.default_rng(seed),
-                   ragged=sc.ragged)  # fmt: skip
+                   ragged=sc.ragged, expected=np.nan_to_num(res.expected_tokens))  # fmt: skip
     fit = joint_test(sim.sequences, res.law, alpha=ALPHA)
     assert fit.passed, (bug_name, scenario, fit.statistic, fit.critical_value)
+    assert abs(tokens_z(sim)) <= Z_CRIT, (bug_name, scenario, tokens_z(sim))  # tokens per verification too
     if control:
         neg = joint_test(sim.sequences, target.joint_law(sc.L), alpha=ALPHA)  # negative control: must fail
         assert not neg.passed, (bug_name, scenario, neg.statistic, neg.critical_value)
@@ -258,6 +275,21 @@ def test_rounds_that_emit_nothing_are_retried_like_generate(chains):
     assert (res.expected_tokens[met[:, 0], 0] == 0).all()
     with pytest.raises(InputError, match="verifier: expected at least one token emitted per round"):
         verifier_law(BUGS["no_bonus"].verifier, target, drafter, L=2, num_draft=0)
+
+
+def test_exact_tokens_per_verification_agree_with_simulation():
+    # no_bonus keeps the law but not the tokens: its exact table must fit its simulation, and the
+    # correct rule's table (the closed form with the bonus) must not (negative control).
+    sc = SCENARIOS["reference"]
+    target, dchain = scenario_chains(sc)
+    drafter = Drafter(dchain)
+    fn = BUGS["no_bonus"].verifier
+    res = verifier_law(fn, target, drafter, L=sc.L, num_draft=sc.K)
+    tables = np.nan_to_num(res.expected_tokens), chain_expected_tokens(target, drafter, sc.K)
+    runs = [generate(fn, target, drafter, n=20_000, L=sc.L, K=sc.K, rng=np.random.default_rng(4), expected=table)
+            for table in tables]  # fmt: skip
+    assert abs(tokens_z(runs[0])) <= Z_CRIT, tokens_z(runs[0])
+    assert abs(tokens_z(runs[1])) > Z_CRIT, tokens_z(runs[1])
 
 
 def test_zero_drafts_with_default_width(chains):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from specviz.exact import verifier_law
 from specviz.markov import Drafter
@@ -55,9 +56,11 @@ def test_every_correct_variant_is_exact(name, scenario):
 def test_every_mutant_law_agrees_with_its_simulation(name, scenario):
     sc, target, drafter, res = law_of(name, scenario)
     sim = generate(getattr(uv, name), target, drafter, n=N, L=sc.L, K=sc.K, rng=np.random.default_rng(17),
-                   ragged=sc.ragged)  # fmt: skip
+                   ragged=sc.ragged, expected=np.nan_to_num(res.expected_tokens))  # fmt: skip
     fit = joint_test(sim.sequences, res.law, alpha=ALPHA)
     assert fit.passed, (fit.statistic, fit.critical_value)
+    gap, se = sim.tokens_per_round - sim.expected_tokens_per_round, sim.tokens_per_round_se
+    assert abs(gap) <= norm.isf(ALPHA / 2) * se + 1e-12, (gap, se)  # exact tokens per verification, too
     if 0.5 * np.abs(res.law - target.joint_law(sc.L)).sum() >= 0.01:
         control = joint_test(sim.sequences, target.joint_law(sc.L), alpha=ALPHA)
         assert not control.passed, (control.statistic, control.critical_value)
