@@ -129,8 +129,9 @@ if rows is not None:
     st.caption(
         "Rules: chain (specviz.verify), block verification (Sun et al., ICLR 2025), recursive rejection sampling on a "
         "chain-shaped tree, sample-and-match, and three lossy rules kept for comparison: block verification with the "
-        "uncapped product as its last threshold, Medusa's typical acceptance (epsilon 0.3, delta 0.09) and lenient "
-        "acceptance (keep with probability min(1, p / (0.75 q)))."
+        "uncapped product as its last threshold, Medusa's typical acceptance (epsilon 0.09, delta 0.3, then the "
+        "target's argmax, as Medusa's medusa_generate does) and lenient acceptance (keep with probability "
+        "min(1, p / (0.75 q)))."
     )
 
 st.divider()

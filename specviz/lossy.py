@@ -10,16 +10,19 @@ accepted tokens, and the court measures both.
 
 - :func:`verify_typical`: Medusa's typical acceptance (Cai et al., 2024). A draft x is kept iff
   p(x) > min(epsilon, delta exp(-H(p))), with H the entropy of the target row, without a coin;
-  the first failing position, or the position after the last draft, emits a token from the
-  fallback law. Medusa's code (``FasterDecoding/Medusa``, ``medusa/model/utils.py``:
-  ``evaluate_posterior`` with ``sampling='typical'``, and ``generate_candidates``, which draws
-  the next round's first token with ``get_typical_one_token``) samples that token from the
-  target restricted to the tokens with p >= the same threshold and renormalized:
-  ``fallback="typical"``, the default here. ``fallback="target"`` samples it from p itself
-  (the rule as the issue and :func:`specviz.interview.typical_acceptance_law` state it).
-  Medusa computes the entropy as -sum p log(p + 1e-5); here it is exact (0 log 0 = 0).
-  The defaults epsilon = 0.3 and delta = 0.09 are the ``posterior_threshold`` and
-  ``posterior_alpha`` defaults of those functions in that file.
+  the first failing position, or the position after the last draft, emits one token from the
+  fallback law. What Medusa does there, read in ``FasterDecoding/Medusa``: ``medusa_generate``
+  (``medusa/model/medusa_model.py``) calls ``evaluate_posterior`` (``medusa/model/utils.py``,
+  whose default ``fast=True`` path is exactly the threshold above) and then
+  ``generate_candidates`` without a temperature, which takes the next round's first token as
+  the **argmax** of the target's row: ``fallback="argmax"``, the default here. With a
+  temperature and ``fast=False``, ``generate_candidates`` samples it instead with
+  ``get_typical_one_token``, from the target restricted to the tokens with p >= the same
+  threshold, renormalized: ``fallback="typical"``. ``fallback="target"`` samples it from p
+  itself (the rule as the issue and :func:`specviz.interview.typical_acceptance_law` state it).
+  Medusa computes the entropy as -sum p log(p + 1e-5); here it is exact (0 log 0 = 0). The
+  defaults epsilon = 0.09 and delta = 0.3 are ``medusa_generate``'s ``posterior_threshold`` and
+  ``posterior_alpha`` (the threshold is min(posterior_threshold, posterior_alpha exp(-H))).
 - :func:`verify_lenient`: an acceptance threshold below 1. With lenience theta in (0, 1], the
   draft is kept iff u theta q(x) < p(x), i.e. with probability min(1, p(x) / (theta q(x))),
   instead of min(1, p(x)/q(x)); a rejection emits from the chain's residual (p - q)^+
@@ -30,6 +33,10 @@ accepted tokens, and the court measures both.
 What each costs in exactness, on stated examples (tests/test_lossy.py computes every figure
 by enumeration and checks it against an independent closed form):
 
+- typical acceptance with Medusa's defaults (epsilon 0.09, delta 0.3, argmax fallback), one
+  draft, p = (0.5, 0.3, 0.15, 0.05), q uniform: the threshold is min(0.09, 0.3 exp(-H(p))) = 0.09,
+  tokens 0, 1 and 2 are kept, and the quarter of the drafts that propose token 3 give token 0:
+  the first token's law is (0.5, 0.25, 0.25, 0), TV = 0.1 (and token 3 is never emitted).
 - typical acceptance, fallback "target", one draft, p = (0.5, 0.3, 0.15, 0.05), q uniform,
   epsilon = 0.3, delta = 0.09: the threshold is 0.09 exp(-H(p)) = 0.0287, every token clears
   it, so every draft is kept and the first token follows q: TV(first token, p) = 0.3 exactly.
@@ -53,9 +60,9 @@ from .verify import PAD_TOKEN, Uniforms, Verification
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
-TYPICAL_EPSILON = 0.3  # Medusa's posterior_threshold default (medusa/model/utils.py)
-TYPICAL_DELTA = 0.09  # Medusa's posterior_alpha default (same file)
-Fallback = Literal["typical", "target"]
+TYPICAL_EPSILON = 0.09  # medusa_generate's posterior_threshold default (medusa/model/medusa_model.py)
+TYPICAL_DELTA = 0.3  # medusa_generate's posterior_alpha default (same function)
+Fallback = Literal["argmax", "typical", "target"]
 
 
 def typical_threshold(target_probs: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
@@ -77,21 +84,22 @@ def verify_typical(
     validate: bool = True,
     epsilon: float = TYPICAL_EPSILON,
     delta: float = TYPICAL_DELTA,
-    fallback: Fallback = "typical",
+    fallback: Fallback = "argmax",
 ) -> Verification:
     """LOSSY: Medusa's typical acceptance. Keep drafts while p(x) > min(epsilon, delta exp(-H(p))).
 
     Shapes and randomness as in :func:`specviz.verify`; ``draft_probs`` is checked when given
     but not used (the rule ignores the drafter's law). ``uniforms.accept`` is not used either
-    (no coins); ``uniforms.sample`` draws the token after the kept drafts from the fallback law
-    at that position: the target row restricted to p >= the threshold (``"typical"``, Medusa's)
-    or the target row itself (``"target"``). ``ratios`` holds p(x) at each tested draft.
+    (no coins). The token after the kept drafts is the target row's argmax at that position
+    (``"argmax"``, Medusa's ``medusa_generate``; ties to the lowest id), or drawn with
+    ``uniforms.sample`` from the row restricted to p >= the threshold (``"typical"``) or from
+    the row itself (``"target"``). ``ratios`` holds p(x) at each tested draft.
     TV from the target on stated examples: see the module docstring.
     """
     if not (np.isfinite(epsilon) and np.isfinite(delta)) or epsilon < 0 or delta < 0:
         raise InputError("epsilon", "non-negative finite epsilon and delta", f"{epsilon}, {delta}")
-    if fallback not in ("typical", "target"):
-        raise InputError("fallback", "'typical' or 'target'", repr(fallback))
+    if fallback not in ("argmax", "typical", "target"):
+        raise InputError("fallback", "'argmax', 'typical' or 'target'", repr(fallback))
     batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
     ua, us = get_uniforms(batch, rng, uniforms, validate)
     ops, B, K = batch.ops, batch.B, batch.K
@@ -114,7 +122,7 @@ def verify_typical(
         trunc = ops.where(p >= thr[ar, n][:, None], p, 0.0)
         keep = trunc.sum(-1) > 0
         p = ops.where(keep[:, None], trunc, p)
-    token = inverse_cdf(ops, p, us, validate)
+    token = ops.argmax_last(p) if fallback == "argmax" else inverse_cdf(ops, p, us, validate)
     tested = valid & (pos[None, :] <= n[:, None])
     return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, px, float("nan")), us)
 

@@ -55,10 +55,21 @@ def test_typical_threshold_of_the_textbook_row():
     assert round(float(typical_threshold(TEXTBOOK_P, 0.3, 0.09)), 4) == 0.0287  # the docstring's figure
 
 
-def test_typical_acceptance_with_medusas_fallback():
+def test_typical_acceptance_with_medusas_argmax_fallback():
+    # Medusa's medusa_generate: the token after the kept drafts is the target's argmax. With its
+    # defaults (epsilon 0.09, delta 0.3: threshold min(0.09, 0.3 exp(-H)) = 0.09) tokens 0, 1, 2
+    # are kept, and token 3's quarter of the mass goes to token 0: (0.5, 0.25, 0.25, 0), TV 0.1.
+    law = first_token_law(verify_typical, TEXTBOOK_P, UNIFORM_Q)
+    ok = TEXTBOOK_P > 0.09
+    closed = UNIFORM_Q * ok + (1 - UNIFORM_Q[ok].sum()) * np.eye(4)[np.argmax(TEXTBOOK_P)]
+    assert np.abs(law - closed).max() < TOL
+    assert abs(tv(law, TEXTBOOK_P) - 0.1) < TOL
+
+
+def test_typical_acceptance_with_the_typical_sampling_fallback():
     # Fallback "typical": the replacement is p restricted to p >= threshold. Threshold 0.2 keeps
     # tokens 0 and 1 for drafts and for the fallback: q [ok] + (1 - q(ok)) p_ok / p(ok).
-    rule = functools.partial(verify_typical, epsilon=0.2, delta=1.0)
+    rule = functools.partial(verify_typical, epsilon=0.2, delta=1.0, fallback="typical")
     law = first_token_law(rule, TEXTBOOK_P, UNIFORM_Q)
     ok = TEXTBOOK_P > 0.2
     trunc = np.where(TEXTBOOK_P >= 0.2, TEXTBOOK_P, 0) / TEXTBOOK_P[TEXTBOOK_P >= 0.2].sum()
@@ -101,7 +112,11 @@ def test_lenient_keeps_more_than_the_chain():
     assert tv(lenient.law, target.joint_law(2)) > 1e-3
 
 
-@pytest.mark.parametrize("rule", [verify_typical, verify_lenient], ids=["typical", "lenient"])
+@pytest.mark.parametrize(
+    "rule",
+    [verify_typical, functools.partial(verify_typical, fallback="typical"), verify_lenient],
+    ids=["typical", "typical-sampled", "lenient"],
+)
 def test_numpy_and_torch_give_identical_tokens(rule):
     rng = np.random.default_rng(7)
     B, K, V = 200, 3, 6
@@ -123,7 +138,7 @@ def test_numpy_and_torch_give_identical_tokens(rule):
         (lambda a: verify_lenient(*a, lenience=0.0), "lenience"),
         (lambda a: verify_lenient(*a, lenience=1.5), "lenience"),
         (lambda a: verify_typical(*a, epsilon=-1.0), "epsilon"),
-        (lambda a: verify_typical(*a, fallback="argmax"), "fallback"),
+        (lambda a: verify_typical(*a, fallback="greedy"), "fallback"),
         (lambda a: verify_typical(a[0][:, :1], *a[1:]), "target_probs"),
     ],
 )
