@@ -340,6 +340,13 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
     def accepted(path: np.ndarray, node: np.ndarray) -> np.ndarray:
         return (path == node[:, None]).any(axis=1)
 
+    # A pure function of its uniforms first: the same rows and uniforms twice, in reverse order.
+    pa, pu, ps = rng.integers(0, A, size=64), rng.random((64, N - 1)), rng.random(64)
+    _, t1, n1 = run(pa, pu, ps)
+    _, t2, n2 = run(pa[::-1], pu[::-1], ps[::-1])
+    if (n1 != n2[::-1]).any() or (t1 != t2[::-1]).any():
+        raise InputError("verifier", "a pure function of its uniforms= (the same tokens for the same rows and "
+                         "uniforms on a second call)", "different tokens: no law can be enumerated")  # fmt: skip
     # Items: (assignment, coins, which coins are decided, lower/upper bound of each decided cell, weight).
     item_a = np.arange(A)
     coins = np.full((A, N - 1), 0.5)

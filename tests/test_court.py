@@ -199,3 +199,17 @@ def test_multi_draft_rows_on_the_toy_example():
     three = {j.rule: j for j in compare_with_trees(toy_problem(), 3)}
     assert three["tree: top-3 drafts"].badge == "refused" and three["tree: 3 i.i.d. drafts"].lossless
     assert len(compare_with_trees(toy_problem(), 1)) == len(RULES)
+
+
+def own_randomness_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, *, rng=None, uniforms=None,
+                        validate=True):  # fmt: skip
+    """Ignores its uniforms: the tree court must refuse."""
+    from specviz.tree import verify_tree
+
+    return verify_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, rng=np.random.default_rng())
+
+
+def test_tree_court_refuses_a_verifier_that_draws_its_own_randomness():
+    target, draft = small_chains(6)
+    with pytest.raises(InputError, match="verifier: expected a pure function"):
+        judge_tree(target, Drafter(draft), [-1, 0, 0], L=2, verifier=own_randomness_tree)
