@@ -55,6 +55,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_PIDS: dict[str, int] = {}  # base URL -> pid of the server started by streamlit_server
+
+
+def server_pid(url: str) -> int:
+    """The process id of the server :func:`streamlit_server` started at ``url`` (for its memory)."""
+    return _PIDS[url]
+
+
 @contextlib.contextmanager
 def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
     """Start `streamlit run app.py` on a free loopback port; yield its base URL."""
@@ -65,6 +73,7 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
+    _PIDS[url] = proc.pid
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -80,6 +89,7 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
+        _PIDS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(timeout=10)

@@ -1,0 +1,222 @@
+"""What one `streamlit run app.py` holds: concurrent sessions driven over the app's own websocket.
+
+    python benchmarks/load.py [--sessions 10] [--idle 50] [--soak-s 60] [--batch-cap]
+
+Starts the app on a free loopback port (tests/browser.py) and talks to it the way a browser
+tab does, without a browser: each simulated visitor opens the websocket at /_stcore/stream,
+asks for a page (a BackMsg rerun_script with the page's url path and query string), reads
+ForwardMsgs until the script has finished, and clicks a button by sending its widget id with
+a trigger value. Nothing is drawn, so the client costs little and the two cores measure the
+server. Figures:
+
+- page load: from the request to the end of the page's script run (a fresh session each time);
+- Bug-lab run: from the click on "Run the test" (N = 100,000, a seed per visitor so the cache
+  does not answer) to the end of the run, all visitors clicking at once;
+- memory: the server's resident set (/proc/PID/status VmRSS) at start, with --idle sessions
+  open, and after a soak of --soak-s seconds of visitors loading every page and running the
+  Bug lab with fresh seeds (bounded by time and by a cap on rounds).
+
+--batch-cap times one Batch click at the row cap and one at the element cap (limits.py).
+Loopback only, every count and duration bounded; printed as medians and p95 with the bound
+or baseline they are compared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import browser  # noqa: E402
+from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
+from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
+
+from specviz import limits  # noqa: E402
+
+PAGES = ["", "why-exact", "batch", "bug-lab", "tokens-per-step"]
+MAX_SESSIONS = 200  # bounds on what the script may open, whatever it is asked
+MAX_SOAK_S = 600
+MAX_SOAK_ROUNDS = 500
+TIMEOUT_S = 300.0  # one script run
+
+
+class Visitor:
+    """One browser tab's worth of protocol: a session, page loads, button clicks."""
+
+    def __init__(self, url: str) -> None:
+        self.ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
+        self.ws = None
+        self.buttons: dict[str, str] = {}  # label -> widget id, from the last run
+        self.texts: list[str] = []  # markdown and alert bodies of the last run
+        self.page = ""
+        self.query = ""
+
+    async def open(self) -> None:
+        self.ws = await connect(self.ws_url, subprotocols=["streamlit"], max_size=2**26)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+
+    async def _run(self, widgets: list[WidgetState]) -> float:
+        msg = BackMsg()
+        msg.rerun_script.query_string = self.query
+        msg.rerun_script.page_name = self.page
+        msg.rerun_script.widget_states.widgets.extend(widgets)
+        self.buttons, self.texts = {}, []
+        t0 = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        while True:
+            raw = await asyncio.wait_for(self.ws.recv(), TIMEOUT_S)
+            fwd = ForwardMsg()
+            fwd.ParseFromString(raw)
+            kind = fwd.WhichOneof("type")
+            if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                el = fwd.delta.new_element
+                which = el.WhichOneof("type")
+                if which == "button":
+                    self.buttons[el.button.label] = el.button.id
+                elif which == "markdown":
+                    self.texts.append(el.markdown.body)
+                elif which == "alert":
+                    self.texts.append(el.alert.body)
+                elif which == "exception":
+                    raise RuntimeError(f"the page raised: {el.exception.type}: {el.exception.message}")
+            elif kind == "script_finished":
+                if fwd.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                    return time.perf_counter() - t0
+
+    async def load(self, page: str, query: dict[str, str] | None = None) -> float:
+        self.page, self.query = page, urlencode(query or {})
+        return await self._run([])
+
+    async def click(self, label: str, expect: str) -> float:
+        ws = WidgetState(id=self.buttons[label], trigger_value=True)
+        seconds = await self._run([ws])
+        if not any(expect in t for t in self.texts):
+            raise RuntimeError(f"after clicking {label!r} the page did not show {expect!r}")
+        return seconds
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+
+
+def show(name: str, xs: list[float], baseline: float | None = None) -> None:
+    med = statistics.median(xs)
+    ratio = f"{med / baseline:9.2f}" if baseline else f"{'':9s}"
+    print(f"{name:52s} {len(xs):5d} {med:9.2f} {p95(xs):8.2f} {ratio}")
+
+
+async def fresh_load(url: str, page: str, query: dict[str, str] | None = None) -> float:
+    v = Visitor(url)
+    await v.open()
+    try:
+        return await v.load(page, query)
+    finally:
+        await v.close()
+
+
+async def bug_lab_visitor(url: str, seed: int) -> tuple[float, float]:
+    v = Visitor(url)
+    await v.open()
+    try:
+        load = await v.load("bug-lab", {"seed": str(seed)})
+        run = await v.click("Run the test", "Verdict:")
+        return load, run
+    finally:
+        await v.close()
+
+
+async def main_async(args: argparse.Namespace, url: str, pid: int) -> None:
+    sessions = min(args.sessions, MAX_SESSIONS)
+    print(f"server pid {pid}, {url}; RSS at start {rss_mb(pid):.0f} MB")
+    for page in PAGES:  # warm-up: imports, first runs of every page
+        await fresh_load(url, page)
+    rss_warm = rss_mb(pid)
+    print(f"{'figure':52s} {'n':>5s} {'median s':>9s} {'p95 s':>8s} {'/ single':>9s}")
+
+    # One visitor alone: the baseline the concurrent figures are compared with.
+    single_load = [await fresh_load(url, "bug-lab", {"seed": str(10_000 + i)}) for i in range(3)]
+    single_run = [(await bug_lab_visitor(url, 20_000 + i))[1] for i in range(3)]
+    show("page load, Bug lab, one visitor", single_load)
+    show("Bug-lab run (N = 100,000), one visitor", single_run)
+
+    # All visitors at once: each opens a session, loads the Bug lab, clicks Run.
+    results = await asyncio.gather(*(bug_lab_visitor(url, 30_000 + i) for i in range(sessions)))
+    show(f"page load, Bug lab, {sessions} visitors at once", [r[0] for r in results], statistics.median(single_load))
+    show(f"Bug-lab run, {sessions} visitors clicking at once", [r[1] for r in results], statistics.median(single_run))
+    loads = await asyncio.gather(*(fresh_load(url, PAGES[i % len(PAGES)]) for i in range(sessions)))
+    show(f"page load, every page, {sessions} visitors at once", list(loads))
+
+    # Sessions held open, idle, after one page load each.
+    idle = [Visitor(url) for _ in range(min(args.idle, MAX_SESSIONS))]
+    for i, v in enumerate(idle):
+        await v.open()
+        await v.load(PAGES[i % len(PAGES)])
+    rss_idle = rss_mb(pid)
+    per = (rss_idle - rss_warm) / max(len(idle), 1)
+    print(
+        f"{len(idle)} idle sessions open: RSS {rss_idle:.0f} MB ({per:.1f} MB per session over {rss_warm:.0f} MB warm)"
+    )
+
+    # Soak: visitors cycle through every page and a fresh Bug-lab run, bounded in time and rounds.
+    deadline = time.monotonic() + min(args.soak_s, MAX_SOAK_S)
+    rounds = 0
+    while time.monotonic() < deadline and rounds < MAX_SOAK_ROUNDS:
+        batch = [fresh_load(url, p, {"seed": str(40_000 + rounds)}) for p in PAGES]
+        batch += [bug_lab_visitor(url, 50_000 + rounds)]
+        await asyncio.gather(*batch)
+        rounds += 1
+    for v in idle:
+        await v.close()
+    await asyncio.sleep(2)
+    print(f"after a {args.soak_s:.0f} s soak ({rounds} rounds of 5 page loads + 1 Bug-lab run, fresh seeds): "
+          f"RSS {rss_mb(pid):.0f} MB")  # fmt: skip
+
+    if args.batch_cap:
+        for query, what in (
+            ({"B": str(limits.MAX_BATCH_ROWS), "K": "16", "V": "2"}, "row cap (K = 16, V = 2)"),
+            ({"B": "1", "K": "0", "V": str(limits.MAX_BATCH_ELEMENTS)}, "element cap (B = 1, K = 0)"),
+            ({"B": "20000000", "K": "0", "V": "1"}, "B = 20,000,000, K = 0, V = 1 (capped)"),
+        ):
+            v = Visitor(url)
+            await v.open()
+            await v.load("batch", {**query, "counts": "all K", "seed": str(int(time.time()))})
+            before = rss_mb(pid)
+            t = await v.click("Run batch", "rows verified")
+            print(f"Batch click at the {what}: {t:.2f} s, server RSS {before:.0f} -> {rss_mb(pid):.0f} MB")
+            await v.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=10, help="visitors acting at once")
+    ap.add_argument("--idle", type=int, default=50, help="sessions held open while idle")
+    ap.add_argument("--soak-s", type=float, default=60.0)
+    ap.add_argument("--batch-cap", action="store_true", help="also time a Batch click at each cap")
+    args = ap.parse_args()
+    with browser.streamlit_server() as url:
+        pid = browser.server_pid(url)
+        asyncio.run(main_async(args, url, pid))
+
+
+if __name__ == "__main__":
+    main()
