@@ -392,3 +392,20 @@ def test_trace_tells_what_each_candidate_was_compared_with():
                 assert np.isnan(s["acceptance probability"])
         assert final["node"] == res.last_node[b] and final["token"] == res.tokens[b, res.num_accepted[b]]
     assert outcomes == {"accepted", "rejected", "not tried"}
+
+
+def test_chain_wrapper_parity_and_validate_false():
+    rng = np.random.default_rng(10)
+    B, K, V = 300, 4, 5
+    T = rng.dirichlet(np.full(V, 0.5), size=(B, K + 1))
+    Q = rng.dirichlet(np.full(V, 0.5), size=(B, K))
+    x = (np.cumsum(Q, -1) <= rng.random((B, K, 1))).sum(-1).clip(max=V - 1)  # drafts drawn from q
+    j = rng.integers(0, K + 1, size=B)
+    u = Uniforms(rng.random((B, K)), rng.random(B))
+    a = verify_tree_chain(T, Q, x, j, uniforms=u)
+    b = verify_tree_chain(*(torch.from_numpy(v) for v in (T, Q, x, j)),
+                          uniforms=Uniforms(torch.from_numpy(u.accept), torch.from_numpy(u.sample)))  # fmt: skip
+    c = verify_tree_chain(T, Q, x, j, uniforms=u, validate=False)
+    assert np.array_equal(a.tokens, b.tokens.numpy()) and np.array_equal(a.tokens, c.tokens)
+    assert np.array_equal(a.num_accepted, verify(T, Q, x, j, uniforms=u).num_accepted)  # the same coins decide
+    assert 0 < a.num_accepted.mean() < j.mean()
