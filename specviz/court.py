@@ -81,6 +81,7 @@ class Judgement(NamedTuple):
     unresolved: float  # mass the enumeration could not resolve (a bound on its own error in TV)
     lossless: bool  # tv_from_target <= LOSSLESS_TOL + unresolved
     refused: str = ""  # why the court gave no law (then every number is NaN), "" when it did
+    expected_table: np.ndarray | None = None  # (V+1, K+1) exact tokens by context and draft count (not for trees)
 
     @property
     def badge(self) -> str:
@@ -174,6 +175,7 @@ def judge(
         expected_accepted_per_step=tokens - 1.0,
         unresolved=float(res.unresolved),
         lossless=bool(tv <= LOSSLESS_TOL + res.unresolved),
+        expected_table=res.expected_tokens,
     )
 
 
@@ -500,3 +502,38 @@ def compare_with_trees(
                 Judgement(name, np.full(shape, nan), pb.target.joint_law(pb.L), nan, nan, nan, nan, False, str(e))
             )
     return rows
+
+
+class Measurement(NamedTuple):
+    """Tokens per verification measured by :func:`specviz.simulate.generate`, beside the exact figure."""
+
+    rule: str
+    tokens_per_round: float  # mean over the verifications run
+    se: float  # its standard error
+    exact: float  # the exact expectation averaged over the (context, draft count) of the rounds run
+    n: int  # sequences generated
+
+    @property
+    def z(self) -> float:
+        """(measured - exact) / SE; NaN without an SE."""
+        return (self.tokens_per_round - self.exact) / self.se if self.se > 0 else float("nan")
+
+
+def measure(judgement: Judgement, verifier: Verifier | str, scenario: Any, *, n: int, seed: int) -> Measurement:
+    """Run ``verifier`` through :func:`specviz.simulate.generate` on ``scenario`` (n sequences of L
+    tokens, seeded) and compare its tokens per verification with ``judgement``'s exact table,
+    averaged over the contexts and draft counts the run met."""
+    from .simulate import generate
+
+    if judgement.expected_table is None or judgement.refused:
+        raise InputError("judgement", "a judgement of a verify-signature rule with its exact table", judgement.badge)
+    _label, fn = _resolve(verifier)
+    pb = problem(scenario)
+    ragged = not isinstance(pb.num_draft, int)
+    if ragged and tuple(pb.num_draft) != tuple(range(pb.K + 1)):
+        raise InputError(
+            "scenario", "every row drafting K, or 0..K uniformly (as generate draws them)", str(pb.num_draft)
+        )
+    sim = generate(fn, pb.target, pb.drafter, n=int(n), L=pb.L, K=pb.K, rng=np.random.default_rng(int(seed)),
+                   ragged=ragged, expected=judgement.expected_table)  # fmt: skip
+    return Measurement(judgement.rule, sim.tokens_per_round, sim.tokens_per_round_se, sim.expected_tokens_per_round, n)
