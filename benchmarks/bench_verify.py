@@ -26,6 +26,7 @@ peak (from its memory clock and bus width when torch reports them).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import Uniforms, verify  # noqa: E402
+from specviz._sample import COMPILE_ENV  # noqa: E402
 
 K = 4
 SIGMA = 0.75  # drafter noise on the logits: acceptance ~0.7
@@ -74,6 +76,15 @@ def evict() -> None:
     if _evict_buf is None:
         _evict_buf = np.empty(EVICT_BYTES // 8)
     _evict_buf.fill(1.0)
+
+
+def compiled(fn):
+    """Run fn with the opt-in torch.compile pass of specviz._sample switched on."""
+    os.environ[COMPILE_ENV] = "1"
+    try:
+        return fn()
+    finally:
+        os.environ.pop(COMPILE_ENV, None)
 
 
 def timed(fn, threads: int | None, sync) -> float:
@@ -134,6 +145,15 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             for th in args.threads:
                 fn = lambda v=validate: verify(*tt, uniforms=tu, validate=v)  # noqa: E731
                 entries.append((f"torch/{th}", validate, fn, th, cpu))
+            if args.compile:
+                fn = lambda v=validate: compiled(lambda: verify(*tt, uniforms=tu, validate=v))  # noqa: E731
+                entries.append(("compiled/1", validate, fn, 1, cpu))
+    if args.compile:  # the first call compiles (cached per dtype and mode afterwards): report it
+        for validate in (False, True):
+            t0 = time.perf_counter()
+            first = compiled(lambda v=validate: verify(*tt, uniforms=tu, validate=v))
+            print(f"  compiled path, validate={validate}: first call {time.perf_counter() - t0:.1f} s")
+            assert torch.equal(first.tokens, agree.tokens), "compiled and eager disagree: nothing is timed"
     cold = {i: [] for i in range(len(entries))}
     warm = {i: [] for i in range(len(entries))}
     for _name, _v, fn, th, sync in entries:  # one untimed call each
@@ -185,6 +205,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="64x32000,64x128256,256x128256", help="BxV,BxV,...")
     ap.add_argument("--threads", default="1,2", help="torch CPU thread counts to time")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--compile", action="store_true", help=f"also time the torch.compile pass ({COMPILE_ENV}=1)")
     ap.add_argument("--stat", choices=["median", "min"], default="median",
                     help="per entry over the repeats; min on a machine shared with other work")  # fmt: skip
     args = ap.parse_args()
