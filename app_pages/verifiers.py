@@ -26,7 +26,9 @@ PARAMS = [
     links.int_param("K", 2, 1, MAX_K),
     links.int_param("k", 2, 1, 3),
     links.int_param("seed", 0, 0, 2**32 - 1),
+    links.int_param("n", 20_000, 100, 10**9),
 ]
+MAX_MEASURE_N = 100_000  # sequences per rule of one measurement: a few seconds for 7 rules
 TREE_ROWS = 10_000  # measured trees per rule: 85 nodes at k = 3, K = 3 take a fraction of a second
 SOURCE_LABELS = {
     TOY: "The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts",
@@ -36,15 +38,33 @@ SOURCE_LABELS = {
 VERDICT_COLOURS = {"lossless": "#2a9d8f", "LOSSY": "#e76f51", "refused": "#9e9e9e"}
 
 
-@st.cache_data(show_spinner="Enumerating every rule's exact law…", max_entries=32, ttl=3600)
-def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int) -> list[dict]:
+def get_problem(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> court.Problem:
     if source == TOY:
-        pb = court.toy_problem()
-    elif source == PQ:
-        pb = court.pair_problem(p, q, K)
-    else:
-        pb = court.problem(source)
-    return court.table(court.compare_with_trees(pb, k, max_evals=MAX_EVALS, max_assignments=MAX_ASSIGNMENTS))
+        return court.toy_problem()
+    if source == PQ:
+        return court.pair_problem(p, q, K)
+    return court.problem(source)
+
+
+@st.cache_data(show_spinner="Enumerating every rule's exact law…", max_entries=32, ttl=3600)
+def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int) -> list[court.Judgement]:
+    pb = get_problem(source, p, q, K)
+    return court.compare_with_trees(pb, k, max_evals=MAX_EVALS, max_assignments=MAX_ASSIGNMENTS)
+
+
+@st.cache_data(show_spinner="Generating sequences with every rule…", max_entries=16, ttl=3600)
+def measure_all(
+    source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int, n: int, seed: int
+) -> list[dict]:
+    pb = get_problem(source, p, q, K)
+    out = []
+    for j in judge_all(source, p, q, K, k):
+        if j.rule not in court.RULES or j.refused:
+            continue  # trees have no verify-signature run; refused rules have no exact table
+        m = court.measure(j, j.rule, pb, n=n, seed=seed)
+        out.append({"rule": j.rule, "measured tokens per verification": f"{m.tokens_per_round:.4f} ± {m.se:.4f}",
+                    "exact, over the rounds run": m.exact, "z": m.z})  # fmt: skip
+    return out
 
 
 @st.cache_data(show_spinner="Verifying trees…", max_entries=64, ttl=3600)
@@ -95,6 +115,7 @@ with left:
     q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ)
     K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
     k = st.slider("Candidates per node k (trees)", 1, 3, key=S + "k")
+    seed = st.number_input("Seed (measurements)", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
 
 rows = None
 with right:
@@ -106,7 +127,7 @@ with right:
             if not 1 <= len(p) <= MAX_V:
                 expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
                 raise InputError("p", expected, f"{len(p)} of them")
-        rows = judge_all(source, p, q, int(K), int(k))
+        rows = court.table(judge_all(source, p, q, int(K), int(k)))
     except (InputError, ValueError) as e:
         st.error(links.error_text(e), icon=":material/error:")
     if rows is not None:
@@ -120,6 +141,20 @@ if rows is not None:
         col.metric(f"{name}: accepted drafts per step", f"{r['accepted drafts per step']:.6f}", r["verdict"],
                    delta_color="off", delta_arrow="off")  # fmt: skip
     st.dataframe(rows, hide_index=True, key=S + "table")
+    mcol, ncol = st.columns([1, 2])
+    n_asked = ncol.number_input("Sequences per rule", min_value=100, step=10_000, key=S + "n")
+    n_run = min(int(n_asked), MAX_MEASURE_N)
+    settings = (source, p, q, int(K), int(k), n_run, int(seed))
+    if mcol.button("Measure every rule", key=S + "measure"):
+        st.session_state[S + "measured_for"] = settings
+    if st.session_state.get(S + "measured_for") == settings:
+        st.dataframe(measure_all(*settings), hide_index=True, key=S + "measured")
+        st.caption(
+            f"{n_run:,} seeded sequences per rule through specviz.simulate.generate (the seed above); the exact figure "
+            "is the court's expectation for each (context, draft count) the run met, averaged over its verifications; "
+            "z = (measured − exact) / SE."
+            + (f" Capped at {MAX_MEASURE_N:,} sequences per rule." if n_run < int(n_asked) else "")
+        )
     refused = [r["rule"] for r in rows if r["verdict"] == "refused"]
     if refused:
         st.caption(
@@ -142,36 +177,32 @@ st.caption(
     "residual, so the tokens still follow the target (checked exactly by enumeration in tests/test_tree.py). "
     "k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to each depth and summed."
 )
-t1, t2 = st.columns([1, 2], gap="large")
-with t1:
-    seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
-with t2:
-    if source in (TOY, PQ) and rows is not None:
-        tp, tq, depth = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
-        tree_rows = []
-        for label, iid in (("i.i.d. from q (SpecInfer)", True), ("q's top k, deterministic (EAGLE-style)", False)):
-            measured = f"measured ({TREE_ROWS:,} trees)"
-            try:
-                got = measure_tree(tp, tq, int(k), depth, int(seed), iid)
-            except InputError as e:  # k distinct top tokens need k <= V
-                tree_rows.append({"candidates": label, "exact accepted per step": None, measured: links.error_text(e)})
-                continue
-            exact = tree.kary_expected_accepted(tp, tq, int(k), depth, iid=iid)
-            point = results.tokens_point(got.mean, got.se, got.n, exact)
-            tree_rows.append(
-                {"candidates": label, "exact accepted per step": exact, measured: results.point_text(point)}
-            )
-        st.dataframe(tree_rows, hide_index=True, key=S + "trees")
-        one = tree.context_free_trees(tp, tq, tree.kary_parents(int(k), depth), 1, np.random.default_rng(int(seed)))
-        traced = tree.verify_tree(*one, rng=np.random.default_rng([int(seed), 1]))
-        st.markdown(
-            f"**One traced verification** (i.i.d. candidates, seed {int(seed)}): each tried candidate's coin u against "
-            "its acceptance probability min(1, r(y) / q(y)), where r is the target row, or the residual left by the "
-            "siblings rejected before it; the last line is the token drawn where the walk stopped."
-        )
-        st.dataframe(tree.trace(one, traced), hide_index=True, key=S + "trace")
-    else:
-        st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
+if source in (TOY, PQ) and rows is not None:
+    tp, tq, depth = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
+    tree_rows = []
+    for label, iid in (("i.i.d. from q (SpecInfer)", True), ("q's top k, deterministic (EAGLE-style)", False)):
+        measured = f"measured ({TREE_ROWS:,} trees)"
+        try:
+            got = measure_tree(tp, tq, int(k), depth, int(seed), iid)
+        except InputError as e:  # k distinct top tokens need k <= V
+            tree_rows.append({"candidates": label, "exact accepted per step": None, measured: links.error_text(e)})
+            continue
+        exact = tree.kary_expected_accepted(tp, tq, int(k), depth, iid=iid)
+        point = results.tokens_point(got.mean, got.se, got.n, exact)
+        tree_rows.append({"candidates": label, "exact accepted per step": exact, measured: results.point_text(point)})
+    st.dataframe(tree_rows, hide_index=True, key=S + "trees")
+    one = tree.context_free_trees(tp, tq, tree.kary_parents(int(k), depth), 1, np.random.default_rng(int(seed)))
+    traced = tree.verify_tree(*one, rng=np.random.default_rng([int(seed), 1]))
+    st.markdown(
+        f"**One traced verification** (i.i.d. candidates, seed {int(seed)}): each tried candidate's coin u against "
+        "its acceptance probability min(1, r(y) / q(y)), where r is the target row, or the residual left by the "
+        "siblings rejected before it; the last line is the token drawn where the walk stopped."
+    )
+    st.dataframe(tree.trace(one, traced), hide_index=True, key=S + "trace")
+else:
+    st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
 
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
+if S + "n" in st.session_state:
+    shown["n"] = int(st.session_state[S + "n"])
 links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

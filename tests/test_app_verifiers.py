@@ -103,3 +103,18 @@ def test_traced_tree_changes_with_the_seed():
         run(at)
         seen.append(at.dataframe[2].value.to_dict("records"))
     assert any(str(s) != str(first) for s in seen[1:])  # other coins, another walk
+
+
+def test_measure_button_runs_every_rule_beside_its_exact_figure():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    assert len(at.dataframe) == 3  # no measurement before the click
+    at.number_input(key="verifiers.n").set_value(2_000)
+    at.button(key="verifiers.measure").click()
+    run(at)
+    measured = at.dataframe[1].value.to_dict("records")  # right after the exact table
+    assert [r["rule"] for r in measured] == list(court.RULES)
+    chain = next(r for r in measured if r["rule"] == "chain")
+    assert abs(chain["exact, over the rounds run"] - (1 + 10 / 9)) < 1e-12  # context-free: every round alike
+    assert all(abs(r["z"]) < 6 for r in measured if r["z"] == r["z"])  # NaN z: a rule with no spread
+    link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert link["n"] == "2000"
