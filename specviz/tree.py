@@ -67,6 +67,13 @@ Exactness across backends: masses are integer sums of weights floored to multipl
 and M its integer-summed mass, and elementwise float64 arithmetic is the same in NumPy and
 torch, so both return identical tokens for the same uniforms. Flooring moves each mass by at
 most V 2^-58, which moves the law by about that much per tested candidate.
+
+Also here, for demos and tests: tree shapes (:func:`kary_parents`, :func:`multi_draft_parents`),
+batches of trees for a context-free pair (:func:`context_free_trees`), the exact chance a node
+accepts one of k candidates and the expected accepted depth of a k-ary tree
+(:func:`node_acceptance`, :func:`kary_expected_accepted`), a seeded measurement
+(:func:`measure_kary`) and one verification node by node (:func:`trace`). The exact law of
+rounds of tree verification on Markov chains is :func:`specviz.court.judge_tree`.
 """
 
 from __future__ import annotations
