@@ -70,11 +70,12 @@ def counts(sequences: np.ndarray, V: int, L: int | None = None) -> np.ndarray:
     if seq.shape[1] < L:
         raise InputError("sequences", f"at least L = {L} tokens per row", f"{seq.shape[1]}")
     seq = seq[:, :L]
-    if seq.size and (seq.min() < 0 or seq.max() >= V):
-        raise InputError("sequences", f"tokens in [0, {V})", f"range [{seq.min()}, {seq.max()}]")
-    code = np.zeros(seq.shape[0], dtype=np.int64)
-    for t in range(L):
-        code = code * V + seq[:, t]
+    if seq.size:
+        # One pass finds both ends for int64: a negative token is huge as uint64.
+        wide = seq.dtype == np.int64 and seq.flags.c_contiguous
+        if (seq.view(np.uint64).max() >= V) if wide else (seq.min() < 0 or seq.max() >= V):
+            raise InputError("sequences", f"tokens in [0, {V})", f"range [{seq.min()}, {seq.max()}]")
+    code = seq.astype(np.int64, copy=False, casting="safe") @ V ** np.arange(L - 1, -1, -1, dtype=np.int64)  # (N,)
     return np.bincount(code, minlength=V**L).astype(np.float64)
 
 
