@@ -229,3 +229,11 @@ def test_measured_tokens_match_the_exact_table():
         assert abs(wrong.z) > 4, (sc, wrong)
     with pytest.raises(InputError, match="judgement"):
         measure(compare([own_randomness], toy_problem())[0], "chain", toy_problem(), n=10, seed=0)
+
+
+def test_problem_as_a_plain_tuple():
+    target, draft = small_chains(7)
+    a = judge("block", (target, Drafter(draft), 2, 2, range(3)))
+    b = judge("block", Problem(target, Drafter(draft), 2, 2, (0, 1, 2)))
+    assert np.array_equal(a.law, b.law) and a.expected_tokens_per_step == b.expected_tokens_per_step
+    assert a.lossless
