@@ -34,6 +34,7 @@ PAGES = [
     st.Page("app_pages/batch.py", title="Batch", icon=":material/view_column:", url_path="batch"),
     st.Page("app_pages/bug_lab.py", title="Bug lab", icon=":material/bug_report:", url_path="bug-lab"),
     st.Page("app_pages/tokens.py", title="Tokens per step", icon=":material/trending_up:", url_path="tokens-per-step"),
+    st.Page("app_pages/verifiers.py", title="Verifiers", icon=":material/gavel:", url_path="verifiers"),
     st.Page("app_pages/settings.py", title="Sampling settings", icon=":material/tune:", url_path="sampling-settings"),
     st.Page("app_pages/interview.py", title="Interview walkthrough", icon=":material/school:", url_path="interview"),
     st.Page("app_pages/text.py", title="Real text", icon=":material/edit_note:", url_path="real-text"),

@@ -215,7 +215,11 @@ def main() -> None:
     args = ap.parse_args()
     with browser.streamlit_server() as url:
         pid = browser.server_pid(url)
-        asyncio.run(main_async(args, url, pid))
+        try:
+            asyncio.run(main_async(args, url, pid))
+        except RuntimeError:
+            print("server log, last lines:\n" + "\n".join(browser.server_log(url).splitlines()[-40:]))
+            raise
 
 
 if __name__ == "__main__":

@@ -180,26 +180,35 @@ def init_state(
     """
     tracked = PAGE_KEY in state
     arrived = tracked and bool(state.get(ARRIVED_KEY, True))
-    query = dict(query)
-    if arrived and query == state.get(WRITTEN_KEY):  # the link the app wrote for the page shown before
-        query = {}
-    link_given = arrived and any(p.name in query for p in params)
+    given = link_given(query, state, params)
+    query = dict(query) if given or not arrived else {}  # not the link the app wrote for another page
     notes = []
     for p in params:
         key = prefix + p.name
-        if arrived and not link_given and KEPT + key in state:
+        if arrived and not given and KEPT + key in state:
             state[key] = state[KEPT + key]
-        elif link_given or key not in state:
+        elif given or key not in state:
             decoded = decode_params(query, [p])
             state[key] = decoded.values[p.name]
             notes += decoded.notes
     for name in keep:
         key = prefix + name
-        if arrived and KEPT + key in state:
+        if arrived and not given and KEPT + key in state:
             state[key] = state[KEPT + key]
         elif tracked and key in state:
             state[KEPT + key] = state[key]
     return notes
+
+
+def link_given(query: Mapping[str, Any], state: Mapping[str, Any], params: Sequence[Param]) -> bool:
+    """Whether this run arrives on the page with a link of its own (not the one the app last wrote).
+
+    True for a fresh session opened from a link naming any of ``params``, and for navigation
+    that carries query parameters (``st.page_link``/``st.switch_page`` with ``query_params``);
+    False within a page and for plain sidebar navigation.
+    """
+    arrived = PAGE_KEY in state and bool(state.get(ARRIVED_KEY, True))
+    return arrived and dict(query) != state.get(WRITTEN_KEY) and any(p.name in query for p in params)
 
 
 def seen(state: Mapping[str, Any], key: str) -> bool:

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +36,10 @@ PAGES = {  # url path -> a text the page must show once rendered
     "batch": "Batch",
     "bug-lab": "Bug lab",
     "tokens-per-step": "Tokens per step",
+    "verifiers": "Verifiers",
+    "sampling-settings": "Sampling settings",
+    "interview": "Interview walkthrough",
+    "real-text": "Real text",
 }
 
 
@@ -56,6 +61,12 @@ def free_port() -> int:
 
 
 _PIDS: dict[str, int] = {}  # base URL -> pid of the server started by streamlit_server
+_LOGS: dict[str, str] = {}  # base URL -> its log file
+
+
+def server_log(url: str) -> str:
+    """What the server at ``url`` has logged so far (tracebacks land here, not in the page)."""
+    return Path(_LOGS[url]).read_text()
 
 
 def server_pid(url: str) -> int:
@@ -71,9 +82,12 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The server's log goes to a file, not a pipe: a pipe nobody reads fills up and stalls a long run.
+    log = tempfile.NamedTemporaryFile("w+", prefix="streamlit-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     _PIDS[url] = proc.pid
+    _LOGS[url] = log.name
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -84,17 +98,20 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
+                out = Path(log.name).read_text()
                 raise RuntimeError(f"streamlit did not start: {out[-2000:]}")
             time.sleep(0.2)
         yield url
     finally:
         _PIDS.pop(url, None)
+        _LOGS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

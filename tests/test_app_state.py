@@ -153,6 +153,23 @@ def test_a_new_link_in_the_session_wins_over_kept_settings():
     assert at.slider(key="tokens.a").value == pytest.approx(0.4)
 
 
+def test_a_link_to_the_bug_lab_from_another_page_selects_its_bug_and_home_scenario():
+    at = open_app("app_pages/bug_lab.py")
+    at.selectbox(key="buglab.bug").select("resample_from_p").run()
+    at.selectbox(key="buglab.scenario").select("ragged")
+    at.radio(key="buglab.prediction").set_value("the test will pass").run()
+    visit(at, "app_pages/exact.py")
+    at.switch_page("app_pages/bug_lab.py")  # what st.page_link(..., query_params={"bug": ...}) does
+    at.query_params.clear()
+    at.query_params["bug"] = "wrong_bonus_row"
+    at.run()
+    assert at.selectbox(key="buglab.bug").value == "wrong_bonus_row"
+    assert at.selectbox(key="buglab.scenario").value == "ragged"  # wrong_bonus_row's home scenario
+    assert at.radio(key="buglab.prediction").value is None  # a new bug, a new prediction
+    visit(visit(at, "app_pages/tokens.py"), "app_pages/bug_lab.py")  # and it is kept from then on
+    assert at.selectbox(key="buglab.bug").value == "wrong_bonus_row"
+
+
 # --- presenter mode --------------------------------------------------------------------------------
 
 

@@ -66,6 +66,10 @@ PAGE_PARAMS = {
     "app_pages/batch.py": ["B", "K", "V", "source", "conc", "seed", "backend", "typed"],
     "app_pages/bug_lab.py": ["bug", "scenario", "n", "seed"],
     "app_pages/tokens.py": ["a", "K", "c", "n", "seed"],
+    "app_pages/verifiers.py": ["source", "p", "q", "K", "k", "seed"],
+    "app_pages/settings.py": ["source", "preset", "seed", "tl", "dl", "rT", "rk", "rp", "dT", "dk", "dp", "K", "knob"],
+    "app_pages/interview.py": ["step", "ans", "a", "c", "B", "K"],
+    "app_pages/text.py": ["prompt", "K", "T", "seed", "rounds", "n", "bug"],
 }
 
 
