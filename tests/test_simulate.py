@@ -301,4 +301,8 @@ def test_one_token_chain_and_zero_drafts():
     t, d = random_chain(V, np.random.default_rng(4)), random_chain(V, np.random.default_rng(5))
     sim = generate(verify, t, Drafter(d), n=50_000, L=2, K=0, rng=np.random.default_rng(6), chunk=999)
     assert sim.tokens_per_round == 1.0 and sim.tested_by_position.shape == (0,)
-    assert joint_test(sim.sequences, t.joint_law(2), alpha=ALPHA).passed
+    res = joint_test(sim.sequences, t.joint_law(2), alpha=ALPHA)  # 16 cells: critical value 37.70 at 15 dof
+    assert res.passed, res
+    # Negative control: the same run with target and drafter swapped follows the other chain.
+    swapped = generate(verify, d, Drafter(t), n=50_000, L=2, K=0, rng=np.random.default_rng(6), chunk=999)
+    assert not joint_test(swapped.sequences, t.joint_law(2), alpha=ALPHA).passed
