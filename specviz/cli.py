@@ -58,7 +58,7 @@ def _num(x: float, fmt: str) -> str:
 
 
 COLUMNS = [
-    ("scenario", 13), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
+    ("scenario", 19), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
     ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 8), ("verdict", 12),
 ]  # fmt: skip
 
@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _list() -> None:
     for s in SCENARIOS.values():
-        print(f"scenario {s.name:14s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
-        print(f"{'':24s}judges: {s.covers}")
+        print(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
+        print(f"{'':29s}judges: {s.covers}")
     for b in BUGS.values():
         where = ", ".join(HOME.get(b.name, ("reference",)))
         print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")

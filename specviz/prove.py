@@ -98,6 +98,8 @@ SCENARIOS: dict[str, Scenario] = {
                  "Random chains, 1 draft per round, 3 tokens judged: the bonus of full rows, round after round."),
         Scenario("ragged_bonus", "Ragged rows, every bonus in view", 4, 4, 3, True, "sample", "random",
                  "Each row drafts 0 to 3 tokens per round, 4 tokens judged: the bonus of every row shape is seen."),
+        Scenario("deterministic_bonus", "Deterministic drafter, the bonus in view", 4, 3, 1, False, "argmax", "random",
+                 "The drafter proposes its argmax with no q (draft_probs=None); 1 draft per round, 3 tokens judged."),
     ]
 }  # fmt: skip
 

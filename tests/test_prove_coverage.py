@@ -60,13 +60,15 @@ def test_each_scenario_states_what_it_covers_and_the_statement_is_true(name):
 def test_the_suite_sees_the_bonus_of_every_row_shape():
     full = {sc.K for sc in SCENARIOS.values() if not sc.ragged and sc.K in bonus_shapes(sc)}
     assert full >= {1, 3}  # full rows with one draft and with three
+    modes = {sc.drafter_mode for sc in SCENARIOS.values() if sc.K in bonus_shapes(sc)}
+    assert modes == {"sample", "argmax"}  # with q given and with draft_probs=None
     assert any(sc.ragged and set(bonus_shapes(sc)) == set(range(sc.K + 1)) for sc in SCENARIOS.values())
     # Negative control: the original six scenarios (L = K = 3) never see the bonus of a full row.
     old = ["reference", "textbook", "ragged", "deterministic", "zeros", "greedy"]
     assert all(3 not in bonus_shapes(SCENARIOS[s]) for s in old)
 
 
-BLIND_SPOT = [m.name for m in uv.MUTANTS if m.bonus_only and m.shapes == "all"]
+BLIND_SPOT = [m.name for m in uv.MUTANTS if m.bonus_only and m.shapes == "all" and "without_q" not in m.name]
 
 
 @pytest.mark.parametrize("name", BLIND_SPOT)
@@ -80,9 +82,20 @@ def test_a_verifier_wrong_only_in_the_bonus_of_full_rows_fails(name):
         assert not res.joint.passed and res.joint.conclusive
 
 
+def test_the_bonus_of_a_deterministic_drafter_is_judged_too():
+    # Wrong only in the bonus and only on the draft_probs=None path: every sampled-q scenario and
+    # the L = K deterministic one pass it; the deterministic scenario with L = K + 1 fails it.
+    name = "bonus_row_before_without_q"
+    fn = getattr(uv, name)
+    assert run_case("bonus", fn, name=name).verdict == "pass"
+    assert run_case("deterministic", fn, name=name).verdict == "pass"
+    assert run_case("deterministic_bonus", fn, name=name).verdict == "FAIL"
+
+
 # Where each mutant is checked in the default run: a scenario where its step is exercised.
 WHERE = {
     "bonus_row_k_minus_1": "bonus", "bonus_from_q": "one_draft", "bonus_reuses_last_coin": "bonus",
+    "bonus_row_before_without_q": "deterministic_bonus",
     "residual_unclamped": "reference", "residual_from_p": "one_draft", "residual_keeps_draft": "deterministic",
     "coin_reused": "bonus", "coin_atom_at_zero": "zeros", "shared_coin": "reference",
     "keep_after_rejection": "ragged_bonus", "bonus_last_padded_row": "ragged_bonus", "reads_padding": "ragged",

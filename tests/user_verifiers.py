@@ -52,7 +52,7 @@ def own_rule(
     count: str = "run",  # run | all (keep drafts after a rejection)
     residual: str = "clamped",  # clamped | unclamped | p | keeps_draft (p when draft_probs is None)
     draw_coin: str = "fresh",  # fresh | reused (the rejecting coin) | last_accept (bonus uses u_{j-1})
-    bonus: str = "row_j",  # row_j | row_k_minus_1 | q | row_k | short_plus_1 | empty_row_k
+    bonus: str = "row_j",  # row_j | row_k_minus_1 | q | row_k | short_plus_1 | empty_row_k | none_q_row_before
     reads_padding: bool = False,  # verify all K positions whatever num_draft says
 ) -> Result:
     P = np.asarray(target_probs, dtype=np.float64)  # (B, K+1, V)
@@ -104,6 +104,9 @@ def own_rule(
     elif bonus == "empty_row_k":
         empty = bon & (J == 0)
         row[empty] = P[empty, K]
+    elif bonus == "none_q_row_before" and draft_probs is None:  # a separate path for deterministic drafters
+        has = bon & (J > 0)
+        row[has] = P[has, J[has] - 1]
     u = us.copy()
     if draw_coin == "reused":
         u[rejected] = c[rejected, first[rejected]]
@@ -156,6 +159,8 @@ MUTANTS: list[Mutant] = [
            {"bonus": "q"}, "all", True),
     Mutant("bonus_reuses_last_coin", "Bonus drawn with the last accepted coin (not uniform given acceptance).",
            {"draw_coin": "last_accept"}, "all", True),
+    Mutant("bonus_row_before_without_q", "With draft_probs=None only, the bonus comes from row num_draft - 1.",
+           {"bonus": "none_q_row_before"}, "all", True),
     Mutant("residual_unclamped", "Replacement by inverse CDF over p - q without max(0, .).",
            {"residual": "unclamped"}, "all", False),
     Mutant("residual_from_p", "Replacement drawn from p instead of the residual.", {"residual": "p"}, "all", False),
