@@ -163,10 +163,10 @@ if rows is not None:
         )
     st.caption(
         "Rules: chain (specviz.verify), block verification (Sun et al., ICLR 2025), recursive rejection sampling on a "
-        "chain-shaped tree, sample-and-match, and three lossy rules kept for comparison: block verification with the "
+        "chain-shaped tree, sample-and-match, and four lossy rules kept for comparison: block verification with the "
         "uncapped product as its last threshold, Medusa's typical acceptance (epsilon 0.09, delta 0.3, then the "
-        "target's argmax, as Medusa's medusa_generate does) and lenient acceptance (keep with probability "
-        "min(1, p / (0.75 q)))."
+        "target's argmax, as Medusa's medusa_generate does), lenient acceptance (keep with probability "
+        "min(1, p / (0.75 q))) and a ratio threshold (keep iff p / q >= 1/2, no coin)."
     )
 
 st.divider()

@@ -37,7 +37,7 @@ import numpy as np
 from .block import verify_block, verify_block_lossy
 from .errors import InputError
 from .exact import verifier_law
-from .lossy import verify_lenient, verify_typical
+from .lossy import verify_lenient, verify_ratio_threshold, verify_typical
 from .markov import Drafter, MarkovChain, make_chain
 from .sample_match import verify_sample_match
 from .tree import verify_tree_chain
@@ -56,6 +56,7 @@ RULES: dict[str, Verifier] = {
     "block, lossy last threshold": verify_block_lossy,
     "typical acceptance (Medusa)": verify_typical,
     "lenient acceptance (theta = 3/4)": verify_lenient,
+    "ratio threshold (p/q >= 1/2)": verify_ratio_threshold,
 }
 
 

@@ -30,6 +30,12 @@ accepted tokens, and the court measures both.
   rule, exactly; every theta < 1 keeps more drafts and is lossy whenever some x has
   p(x) < q(x) (then theta q(x) < q(x) moves mass towards x).
 
+- :func:`verify_ratio_threshold`: a threshold on the ratio instead of a coin. The draft is kept
+  iff p(x) >= theta q(x), deterministically; a rejection emits from the chain's residual and a
+  full row's bonus is from p_j. No theta makes it lossless in general: a token with
+  0 < p(x) < q(x) is kept either always (theta <= p/q) or never (theta > p/q), where the chain
+  keeps it with probability p(x)/q(x).
+
 What each costs in exactness, on stated examples (tests/test_lossy.py computes every figure
 by enumeration and checks it against an independent closed form):
 
@@ -43,6 +49,10 @@ by enumeration and checks it against an independent closed form):
   With epsilon = 0.2 and delta = 1 (threshold min(0.2, 0.319) = 0.2) only tokens 0 and 1 are
   kept and the first token's law is 0.25 [x in {0, 1}] + 0.5 p(x) = (0.5, 0.4, 0.075, 0.025):
   TV = 0.1.
+- ratio threshold theta = 1/2, p = (0.5, 0.3, 0.15, 0.05), q uniform, one draft: the ratios are
+  (2, 1.2, 0.6, 0.2), so only token 3 is rejected, a quarter of the time, and its replacement
+  comes from the residual (0.25, 0.05, 0, 0) / 0.3: the first token's law is
+  (0.25 + 0.25 * 5/6, 0.25 + 0.25 * 1/6, 0.25, 0) = (0.4583, 0.2917, 0.25, 0), TV = 0.1.
 - lenience theta = 3/4, p = (1/3, 2/3), q = (2/3, 1/3), one draft: token 0 is kept with
   probability (1/3) / (3/4 * 2/3) = 2/3, token 1 always, so the first token is 0 with
   probability 2/3 * 2/3 = 4/9 against p(0) = 3/9: TV = 1/9.
@@ -151,7 +161,7 @@ def verify_lenient(
     ua, us = get_uniforms(batch, rng, uniforms, validate)
     ops, B, K = batch.ops, batch.B, batch.K
     ar, pos = ops.arange(B), ops.arange(K)
-    j, valid, xs = batch.num_draft, batch.valid, batch.tokens
+    valid, xs = batch.valid, batch.tokens
     T = ops.to_float64(batch.target)  # (B, K+1, V)
     px = ops.where(valid, T[ar[:, None], pos[None, :], xs], 0.0)  # (B, K)
     if batch.draft is None:
@@ -160,20 +170,7 @@ def verify_lenient(
         qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
     passed = valid & (qx > 0) & (ua * lenience * qx < px)  # (B, K)
     n = ops.run_length(passed)  # (B,)
-    bonus = n == j
-    p = T[ar, n] + 0.0  # (B, V)
-    rej = ops.nonzero(~bonus)
-    if int(rej.shape[0]):
-        nr = n[rej]
-        pr = p[rej]
-        if batch.draft is None:
-            res = pr + 0.0
-            res[ops.arange(int(rej.shape[0])), xs[rej, nr]] = 0.0
-        else:
-            res = ops.clamp_min0(pr - ops.to_float64(batch.draft[rej, nr]))
-        has = res.sum(-1) > 0  # mass 0 only when p = q up to rounding: fall back to p
-        p[rej] = ops.where(has[:, None], res, pr)
-    token = inverse_cdf(ops, p, us, validate)
+    token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)
     tested = valid & (pos[None, :] <= n[:, None])
     den = lenience * qx
     ratio = ops.where(den > 0, px / ops.where(den > 0, den, 1.0), float("nan"))
@@ -196,3 +193,63 @@ def _result(batch: Batch, n: Array, token: Array, accept_u: Array, ratios: Array
         bonus=n == batch.num_draft,
         sample_uniforms=us + 0.0,
     )
+
+
+def verify_ratio_threshold(
+    target_probs: Array,
+    draft_probs: Array | None,
+    draft_tokens: Array,
+    num_draft: Array,
+    *,
+    rng: Any = None,
+    uniforms: Uniforms | tuple[Array, Array] | None = None,
+    validate: bool = True,
+    theta: float = 0.5,
+) -> Verification:
+    """LOSSY: keep x iff p(x) >= theta * q(x), without a coin; then the chain's residual or bonus.
+
+    ``theta`` > 0. A deterministic drafter (``draft_probs=None``) has q one-hot: keep x iff
+    p(x) >= theta. ``uniforms.accept`` is not used; ``uniforms.sample`` draws the replacement or
+    the bonus. Shapes as in :func:`specviz.verify`; ``ratios`` holds p(x) / q(x).
+    TV from the target on a stated example: see the module docstring.
+    """
+    if not (np.isfinite(theta) and theta > 0):
+        raise InputError("theta", "a positive finite ratio threshold", repr(theta))
+    batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
+    ua, us = get_uniforms(batch, rng, uniforms, validate)
+    ops, B, K = batch.ops, batch.B, batch.K
+    ar, pos = ops.arange(B), ops.arange(K)
+    valid, xs = batch.valid, batch.tokens
+    T = ops.to_float64(batch.target)  # (B, K+1, V)
+    px = ops.where(valid, T[ar[:, None], pos[None, :], xs], 0.0)  # (B, K)
+    if batch.draft is None:
+        qx = ops.where(valid, 1.0, 0.0)
+    else:
+        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    passed = valid & (qx > 0) & (px >= theta * qx)  # (B, K)
+    n = ops.run_length(passed)  # (B,)
+    token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)
+    tested = valid & (pos[None, :] <= n[:, None])
+    ratio = ops.where(qx > 0, px / ops.where(qx > 0, qx, 1.0), float("nan"))
+    return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, ratio, float("nan")), us)
+
+
+def _chain_row(batch: Batch, T: Array, n: Array, xs: Array) -> Array:
+    """(B, V) the row the chain draws its last token from after n kept drafts: p_j for a full row
+    (the bonus), else the residual max(0, p_n - q_n) (p_n without x for a deterministic drafter;
+    p_n itself when the residual has no mass, which only rounding reaches)."""
+    ops = batch.ops
+    ar = ops.arange(batch.B)
+    p = T[ar, n] + 0.0  # (B, V)
+    rej = ops.nonzero(n != batch.num_draft)
+    if int(rej.shape[0]):
+        nr = n[rej]
+        pr = p[rej]
+        if batch.draft is None:
+            res = pr + 0.0
+            res[ops.arange(int(rej.shape[0])), xs[rej, nr]] = 0.0
+        else:
+            res = ops.clamp_min0(pr - ops.to_float64(batch.draft[rej, nr]))
+        has = res.sum(-1) > 0
+        p[rej] = ops.where(has[:, None], res, pr)
+    return p

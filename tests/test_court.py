@@ -30,7 +30,12 @@ from specviz.tree import node_acceptance
 
 TOL = 1e-12
 LOSSLESS = ("chain", "block", "tree (chain-shaped)", "sample-and-match")
-LOSSY = ("block, lossy last threshold", "typical acceptance (Medusa)", "lenient acceptance (theta = 3/4)")
+LOSSY = (
+    "block, lossy last threshold",
+    "typical acceptance (Medusa)",
+    "lenient acceptance (theta = 3/4)",
+    "ratio threshold (p/q >= 1/2)",
+)
 
 
 def test_rules_are_split_into_the_two_kinds():

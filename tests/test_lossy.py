@@ -18,7 +18,7 @@ import torch
 from specviz import InputError, Uniforms, verify
 from specviz.exact import verifier_law
 from specviz.interview import typical_acceptance_law
-from specviz.lossy import typical_threshold, verify_lenient, verify_typical
+from specviz.lossy import typical_threshold, verify_lenient, verify_ratio_threshold, verify_typical
 from specviz.markov import Drafter, make_chain, random_chain
 
 TOL = 1e-12
@@ -87,6 +87,15 @@ def test_lenient_tv_on_the_toy_pair():
     assert abs(tv(law, TOY_P) - 1 / 9) < TOL
 
 
+def test_ratio_threshold_tv_matches_the_closed_form():
+    law = first_token_law(verify_ratio_threshold, TEXTBOOK_P, UNIFORM_Q)  # default theta 1/2
+    keep = np.where(TEXTBOOK_P >= 0.5 * UNIFORM_Q, UNIFORM_Q, 0.0)
+    res = np.maximum(TEXTBOOK_P - UNIFORM_Q, 0)
+    closed = keep + (1 - keep.sum()) * res / res.sum()
+    assert np.abs(law - closed).max() < TOL
+    assert abs(tv(law, TEXTBOOK_P) - 0.1) < TOL  # the docstring's figure
+
+
 def test_lenience_one_is_the_chain_rule_exactly():
     # theta = 1: u * 1 * q < p is verify's test, the residual is verify's: the target's law.
     rng = np.random.default_rng(5)
@@ -114,8 +123,8 @@ def test_lenient_keeps_more_than_the_chain():
 
 @pytest.mark.parametrize(
     "rule",
-    [verify_typical, functools.partial(verify_typical, fallback="typical"), verify_lenient],
-    ids=["typical", "typical-sampled", "lenient"],
+    [verify_typical, functools.partial(verify_typical, fallback="typical"), verify_lenient, verify_ratio_threshold],
+    ids=["typical", "typical-sampled", "lenient", "ratio"],
 )
 def test_numpy_and_torch_give_identical_tokens(rule):
     rng = np.random.default_rng(7)
@@ -140,6 +149,7 @@ def test_numpy_and_torch_give_identical_tokens(rule):
         (lambda a: verify_typical(*a, epsilon=-1.0), "epsilon"),
         (lambda a: verify_typical(*a, fallback="greedy"), "fallback"),
         (lambda a: verify_typical(a[0][:, :1], *a[1:]), "target_probs"),
+        (lambda a: verify_ratio_threshold(*a, theta=0.0), "theta"),
     ],
 )
 def test_bad_input_names_the_argument(call, match):
