@@ -31,7 +31,12 @@ Three choices make this fast, reproducible and safe:
   and one reused buffer (no gathered copy, no page faults), so its bytes are read from memory
   once and every later pass runs in cache; at small V the rows are gathered and processed
   together, a chunk of columns at a time. With ``validate=True`` the checks on the rows read
-  here ride on the same pass (see :func:`draw`).
+  here ride on the same pass (see :func:`draw`). V <= 256 needs one level only.
+- **Which kernels.** Torch CPU tensors at large V run the row loop through NumPy on zero-copy
+  views (torch's per-call cost made the same loop slower than NumPy's). With the environment
+  variable ``SPECVIZ_TORCH_COMPILE=1`` they run instead one fused pass compiled by
+  ``torch.compile`` (the first call of each kind compiles, 10-40 s), same arithmetic and tokens.
+  CUDA tensors gather all rows and columns at once.
 """
 
 from __future__ import annotations

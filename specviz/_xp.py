@@ -36,6 +36,7 @@ class NumpyOps:
         self._zero_rows: dict = {}  # reusable buffers of one verify call
         self._scratch64: np.ndarray | None = None
         self._ones_row: np.ndarray | None = None
+        self._ones_row32: np.ndarray | None = None
 
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
@@ -198,7 +199,22 @@ class NumpyOps:
         return self._ones_row
 
     def sum_all(self, x: np.ndarray) -> float:
+        """Sum of a 1-D row, for the row-sum check (tolerance 1e-4).
+
+        float32 rows of 256 or more: one matrix-vector product over blocks of 256 (BLAS, about
+        twice as fast as NumPy's pairwise sum; each block's float32 sum is off by at most
+        256 * 2^-24 = 1.5e-5 relative), then the block sums added in float64.
+        """
+        if x.dtype == np.float32 and x.shape[0] >= 256 and x.strides[0] == 4:
+            full = x.shape[0] // 256 * 256
+            blocks = x[:full].reshape(-1, 256) @ self._ones32()
+            return float(blocks.sum(dtype=np.float64) + x[full:].sum(dtype=np.float64))
         return float(x.sum(dtype=np.float32 if x.dtype == np.float16 else None))
+
+    def _ones32(self) -> np.ndarray:
+        if self._ones_row32 is None:
+            self._ones_row32 = np.ones(256, dtype=np.float32)
+        return self._ones_row32
 
     def sum_rows(self, x: np.ndarray) -> np.ndarray:
         return x.sum(-1)

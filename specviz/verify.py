@@ -231,8 +231,9 @@ def verify_with_rule(
     if Q is not None:
         check.check_float("draft_probs", Q, ops)
     ua, us = _get_uniforms(ops, rng, uniforms, (B, K), B, validate)
+    what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
-    return _core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, "token ids at positions < num_draft")
+    return _core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
 
 
 def verify_flat(
