@@ -3,8 +3,10 @@
 from .block import BlockThresholds, block_thresholds, verify_block, verify_block_lossy
 from .errors import InputError
 from .layout import FlatBatch, PaddedBatch, flat_to_padded, padded_to_flat
+from .lossy import verify_lenient, verify_ratio_threshold, verify_typical
 from .processing import Settings, process_logits
 from .sample_match import verify_sample_match
+from .tree import TreeVerification, verify_tree, verify_tree_chain
 from .verify import PAD_TOKEN, Uniforms, Verification, verify, verify_flat, verify_greedy
 
 __version__ = "0.1.0"
@@ -16,6 +18,7 @@ __all__ = [
     "InputError",
     "PaddedBatch",
     "Settings",
+    "TreeVerification",
     "Uniforms",
     "Verification",
     "block_thresholds",
@@ -27,5 +30,10 @@ __all__ = [
     "verify_block_lossy",
     "verify_flat",
     "verify_greedy",
+    "verify_lenient",
+    "verify_ratio_threshold",
     "verify_sample_match",
+    "verify_tree",
+    "verify_tree_chain",
+    "verify_typical",
 ]
