@@ -190,3 +190,11 @@ def test_the_page_check_cap_reaches_the_stated_power_after_the_default_prompt():
     pair = text.trained_pair()
     law = text.target_law(pair.target, text.encode("The ").tolist(), 2, Settings())
     assert stats.needed_n(law) <= text.MAX_CHECK_N
+
+
+def test_readme_names_the_model_orders_the_code_uses():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    names = {2: "bigram", 3: "trigram", 4: "4-gram", 5: "5-gram"}
+    assert f"{names[text.TARGET_ORDER]} target and a {names[text.DRAFT_ORDER]} drafter" in " ".join(readme.split())
