@@ -2,7 +2,7 @@
 
 # B rows, K drafts (padded width), V vocabulary, N total drafts (flat layout)
 
-The rule (DESIGN.md, "The algorithm"), for a row with ``j = num_draft[b]`` drafts
+The rule (docs/design.md, "1. The algorithm contract"), for a row with ``j = num_draft[b]`` drafts
 x_0 .. x_{j-1}, target rows p_0 .. p_j and draft rows q_0 .. q_{j-1}:
 
 1. Position i draws a fresh uniform u_i and accepts x_i iff ``u_i * q_i(x_i) < p_i(x_i)``,
@@ -104,7 +104,9 @@ class Rule:
     count: Literal["run", "all"] = "run"  # all: keep every draft whose coin passes
     replacement: Literal["residual", "target", "unclamped"] = "residual"
     sample_coin: Literal["fresh", "reused"] = "fresh"  # reused: the rejected position's coin
-    bonus: Literal["num_draft", "last", "none"] = "num_draft"  # last: padded row K
+    # last: padded row K; row_before: row num_draft - 1 (row 0 without drafts), the bonus of
+    # full rows drawn one row too early
+    bonus: Literal["num_draft", "last", "none", "row_before"] = "num_draft"
 
 
 CORRECT = Rule()
@@ -484,6 +486,8 @@ def _core(
     sp = first_fail  # (B,) position whose target row is drawn from
     if rule.bonus == "last":
         sp = ops.where(rejected, sp, K)
+    elif rule.bonus == "row_before":
+        sp = ops.where(rejected, sp, ops.where(j > 0, j - 1, 0))
     u_draw = us
     if rule.sample_coin == "reused" and K:
         u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)

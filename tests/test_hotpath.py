@@ -327,3 +327,24 @@ def test_compiled_pass_returns_the_eager_tokens_and_raises_the_same(monkeypatch)
         else:
             assert eager[1] == compiled[1]
     assert [r[0][0] for r in results] == ["ok", "ok", "ok", "raised", "raised"]
+
+
+def test_rule_bonus_row_before_draws_the_bonus_of_full_rows_from_row_num_draft_minus_1():
+    # A mistake for the bug list (requested by the prove owner): wrong only in the bonus.
+    from specviz.verify import Rule, verify_with_rule
+
+    K, V = 3, 5
+    num = np.array([0, 1, 2, 3])
+    B = len(num)
+    target = np.tile(np.full(V, 1 / V), (B, K + 1, 1))
+    target[np.arange(B), num] = np.eye(V)[1]  # the true bonus row says "token 1"
+    before = np.maximum(num - 1, 0)
+    target[num > 0, before[num > 0]] = np.eye(V)[3]  # the row before says "token 3"
+    draft = target[:, :K].copy()  # p == q: every draft accepted
+    tokens = np.where(np.arange(K)[None] < num[:, None], np.argmax(draft, -1), -1)
+    u = Uniforms(np.zeros((B, K)), np.full(B, 0.5))
+    right = verify(target, draft, tokens, num, uniforms=u)
+    wrong = verify_with_rule(target, draft, tokens, num, uniforms=u, rule=Rule(bonus="row_before"))
+    np.testing.assert_array_equal(right.tokens[np.arange(B), num], 1)
+    np.testing.assert_array_equal(wrong.tokens[np.arange(B), num], [1, 3, 3, 3])
+    np.testing.assert_array_equal(wrong.num_tokens, right.num_tokens)
