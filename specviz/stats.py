@@ -19,6 +19,7 @@ the noncentrality lam* at which the test's power is ``power``, the shift is dete
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -150,6 +151,16 @@ def detectable_tv(n: int, dof: int, *, alpha: float = ALPHA, power: float = POWE
     """Smallest TV shift detected with probability >= power by a level-alpha test of n samples."""
     if dof < 1 or n < 1:
         return float("inf")
+    return float(0.5 * np.sqrt(_noncentrality(int(dof), float(alpha), float(power)) / n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _noncentrality(dof: int, alpha: float, power: float) -> float:
+    """The noncentrality at which the level-alpha chi-square test on dof has the given power.
+
+    It does not depend on n, and a proof run asks for the same few dof hundreds of times
+    (each root search costs about 10 ms), so it is cached.
+    """
     crit = stats.chi2.isf(alpha, dof)
 
     def gap(lam: float) -> float:
@@ -158,8 +169,7 @@ def detectable_tv(n: int, dof: int, *, alpha: float = ALPHA, power: float = POWE
     hi = 1.0
     while gap(hi) < 0:
         hi *= 2
-    lam = optimize.brentq(gap, 1e-9, hi, xtol=1e-6)
-    return float(0.5 * np.sqrt(lam / n))
+    return float(optimize.brentq(gap, 1e-9, hi, xtol=1e-6))
 
 
 def joint_test(sequences: np.ndarray, law: np.ndarray, **kw: float) -> ChiSquare:
