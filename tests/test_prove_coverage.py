@@ -11,13 +11,16 @@ at the end.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from specviz.prove import DEFAULT_N, SCENARIOS, bonus_shapes, plan, run_case
+from specviz.bugs import Bug
+from specviz.prove import DEFAULT_N, HOME, SCENARIOS, bonus_shapes, default_home, plan, run_case
+from specviz.verify import Rule, verify_with_rule
 from tests import user_verifiers as uv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,3 +151,15 @@ def test_prove_cli_fails_every_mutant_and_passes_every_variant(name):
         assert r.returncode == 0, r.stdout[-3000:]
     else:
         assert r.returncode == 1 and "FAIL " in r.stdout, r.stdout[-3000:]
+
+
+def test_a_bonus_only_bug_has_a_home_where_it_shows_and_is_caught_there():
+    # The negative control for the L > K scenarios: the verifier with its bonus from row
+    # num_draft - 1 (Rule(bonus="row_before")), as a bug of specviz.bugs would be.
+    rule = Rule(bonus="row_before")
+    bug = Bug("bonus_row_before", "", functools.partial(verify_with_rule, rule=rule), rule, None, "", "", True, False)
+    assert default_home(bug) == ("bonus", "one_draft")
+    assert all(HOME[name] for name in HOME)  # every bug of bugs.py has a home
+    for sc in default_home(bug):
+        assert run_case(sc, bug=bug).verdict == "caught"
+    assert run_case("reference", bug=bug).verdict == "missed"  # where L = K it cannot show
