@@ -14,7 +14,8 @@ buffer of exactly that many bytes, with NumPy and with torch at each thread coun
 (read passes, and verify per backend, thread count and validate) is timed "cold" (after
 writing 96 MB elsewhere, which evicts the 32 MB L3 of the development machine) and "warm"
 (again at once); the entries run in a shuffled order in every repeat, and the median is
-reported (or the minimum, ``--stat min``, on a machine shared with other work). Printed:
+reported (or the minimum, ``--stat min``; ``--clock cpu`` times CPU seconds instead of wall
+seconds, steadier on a machine shared with other work, for single-threaded entries). Printed:
 ratios to the bound, validate=True over validate=False, torch over NumPy.
 Before anything is timed, NumPy and torch must return identical tokens on the inputs.
 
@@ -87,13 +88,16 @@ def compiled(fn):
         os.environ.pop(COMPILE_ENV, None)
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process)
+
+
 def timed(fn, threads: int | None, sync) -> float:
     if threads is not None:
         torch.set_num_threads(threads)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     fn()
     sync()
-    return time.perf_counter() - t0
+    return CLOCK() - t0
 
 
 def peak_bandwidth() -> tuple[float | None, str]:
@@ -206,16 +210,22 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2", help="torch CPU thread counts to time")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--compile", action="store_true", help=f"also time the torch.compile pass ({COMPILE_ENV}=1)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="cpu: process CPU seconds, steadier on a shared machine (1-thread entries)")  # fmt: skip
     ap.add_argument("--stat", choices=["median", "min"], default="median",
                     help="per entry over the repeats; min on a machine shared with other work")  # fmt: skip
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]
+    global CLOCK
+    if args.clock == "cpu":
+        CLOCK = time.process_time
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: nothing to time")
         return
     print(f"specviz verify benchmark, {time.strftime('%Y-%m-%d %H:%M %Z')}; numpy {np.__version__}, "
           f"torch {torch.__version__}; torch CPU threads timed: {args.threads} "
-          f"(torch default here: {torch.get_num_threads()}); repeats {args.repeat}, {args.stat}")  # fmt: skip
+          f"(torch default here: {torch.get_num_threads()}); repeats {args.repeat}, "
+          f"{args.stat} of {args.clock} time")  # fmt: skip
     rng = np.random.default_rng(0)
     for size in args.sizes.split(","):
         B, V = (int(s) for s in size.split("x"))

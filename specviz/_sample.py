@@ -32,11 +32,12 @@ Three choices make this fast, reproducible and safe:
   once and every later pass runs in cache; at small V the rows are gathered and processed
   together, a chunk of columns at a time. With ``validate=True`` the checks on the rows read
   here ride on the same pass (see :func:`draw`). V <= 256 needs one level only.
-- **Which kernels.** Torch CPU tensors at large V run the row loop through NumPy on zero-copy
-  views (torch's per-call cost made the same loop slower than NumPy's). With the environment
-  variable ``SPECVIZ_TORCH_COMPILE=1`` they run instead one fused pass compiled by
-  ``torch.compile`` (the first call of each kind compiles, 10-40 s), same arithmetic and tokens.
-  CUDA tensors gather all rows and columns at once.
+- **Which kernels.** Torch CPU tensors in float32/float64 are verified by the NumPy code on
+  zero-copy views (``specviz.verify._run_core``: torch's per-call cost made the same code
+  slower than NumPy's). With the environment variable ``SPECVIZ_TORCH_COMPILE=1`` they run
+  the torch code instead, with one fused block-sum pass compiled by ``torch.compile`` at large
+  V (the first call of each kind compiles, 10-40 s), same arithmetic and tokens. CUDA tensors
+  and half precision run the torch code; CUDA gathers all rows and columns at once.
 """
 
 from __future__ import annotations
@@ -81,23 +82,6 @@ def draw(
     B = int(sp.shape[0])
     if V <= BLOCK:
         return _draw_one_block(ops, P, Q, xs, sp, residual, u, V, validate)
-    if (
-        ops.name == "torch"
-        and ops.device_type == "cpu"
-        and V >= ROW_LOOP_V
-        and _numpy_viewable(P, Q)
-        and not _compiled_wanted(P, Q)
-    ):
-        # Torch CPU tensors at large V: the same row loop through NumPy on zero-copy views.
-        # Torch's per-call cost (~3-5 us, several calls per row) made it slower than NumPy on
-        # the same inputs; the arithmetic is the same, so the tokens are too.
-        from ._xp import NumpyOps
-
-        nops = NumpyOps()
-        nP = type(P)(P.table.detach().numpy(), None if P.start is None else P.start.numpy())
-        nQ = None if Q is None else type(Q)(Q.table.detach().numpy(), None if Q.start is None else Q.start.numpy())
-        token = draw(nops, nP, nQ, xs.numpy(), sp.numpy(), residual.numpy(), u.numpy(), V, validate)
-        return ops.asarray(token)
     ar = ops.arange(B)
     bs = min(BLOCK, V)
     nb = -(-V // bs)

@@ -235,7 +235,7 @@ def verify_with_rule(
     ua, us = _get_uniforms(ops, rng, uniforms, (B, K), B, validate)
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
-    return _core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
+    return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
 
 
 def verify_flat(
@@ -316,7 +316,7 @@ def verify_flat(
     starts = indptr[:-1]
     P_rows = _Rows(P, starts + ops.arange(B))
     Q_rows = None if Q is None else _Rows(Q, starts)
-    return _core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT, validate, "token ids")
+    return _run_core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT, validate, "token ids")
 
 
 def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verification:
@@ -433,6 +433,27 @@ def _get_uniforms(
         check.check_uniforms("uniforms.accept", ua, ops)
         check.check_uniforms("uniforms.sample", us, ops)
     return ua, us
+
+
+def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
+    """:func:`_core`; torch CPU float32/float64 tensors run it through NumPy on zero-copy views.
+
+    Torch's per-call cost (~5 us on the CPU, dozens of calls per verification) made the same
+    code slower than NumPy on the same inputs. The uniforms were drawn by torch already, and
+    the arithmetic is the same, so are the tokens. Half precision (NumPy cannot view it),
+    CUDA and the opt-in compiled pass (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
+    """
+    if ops.name != "torch" or ops.device_type != "cpu" or not _sample._numpy_viewable(P, Q) \
+            or _sample._compiled_wanted(P, Q):  # fmt: skip
+        return _core(ops, P, Q, *args)
+    t = ops.torch
+
+    def to_np(r: _Rows | None) -> _Rows | None:
+        return None if r is None else _Rows(r.table.detach().numpy(), None if r.start is None else r.start.numpy())
+
+    conv = [a.detach().numpy() if isinstance(a, t.Tensor) else a for a in args]
+    res = _core(NumpyOps(), to_np(P), to_np(Q), *conv)
+    return Verification(*[t.from_numpy(np.ascontiguousarray(f)) for f in res])
 
 
 def _core(
