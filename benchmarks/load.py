@@ -89,6 +89,8 @@ class Visitor:
                     self.texts.append(el.markdown.body)
                 elif which == "alert":
                     self.texts.append(el.alert.body)
+                elif which == "metric":
+                    self.texts.append(el.metric.label)
                 elif which == "exception":
                     raise RuntimeError(f"the page raised: {el.exception.type}: {el.exception.message}")
             elif kind == "script_finished":
@@ -157,6 +159,10 @@ async def main_async(args: argparse.Namespace, url: str, pid: int) -> None:
     single_load = [await fresh_load(url, "bug-lab", {"seed": str(10_000 + i)}) for i in range(3)]
     single_run = [(await bug_lab_visitor(url, 20_000 + i))[1] for i in range(3)]
     show("page load, Bug lab, one visitor", single_load)
+    if args.only_loads:
+        loads = await asyncio.gather(*(fresh_load(url, "bug-lab", {"seed": str(60_000 + i)}) for i in range(sessions)))
+        show(f"page load, Bug lab, {sessions} visitors at once", list(loads), statistics.median(single_load))
+        return
     show("Bug-lab run (N = 100,000), one visitor", single_run)
 
     # All visitors at once: each opens a session, loads the Bug lab, clicks Run.
@@ -212,8 +218,10 @@ def main() -> None:
     ap.add_argument("--idle", type=int, default=50, help="sessions held open while idle")
     ap.add_argument("--soak-s", type=float, default=60.0)
     ap.add_argument("--batch-cap", action="store_true", help="also time a Batch click at each cap")
+    ap.add_argument("--only-loads", action="store_true", help="just the single-visitor and concurrent page loads")
+    ap.add_argument("--server-args", default="", help="flags for streamlit run, e.g. '--server.fileWatcherType auto'")
     args = ap.parse_args()
-    with browser.streamlit_server() as url:
+    with browser.streamlit_server(extra_args=args.server_args.split()) as url:
         pid = browser.server_pid(url)
         try:
             asyncio.run(main_async(args, url, pid))

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,12 +75,12 @@ def server_pid(url: str) -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
-    """Start `streamlit run app.py` on a free loopback port; yield its base URL."""
+def streamlit_server(timeout: float = 60.0, extra_args: Sequence[str] = ()) -> Iterator[str]:
+    """Start `streamlit run app.py` (with ``extra_args``) on a free loopback port; yield its base URL."""
     port = free_port()
     # No --server.address: .streamlit/config.toml's loopback default is what the tests exercise.
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+           "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra_args]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # The server's log goes to a file, not a pipe: a pipe nobody reads fills up and stalls a long run.
     log = tempfile.NamedTemporaryFile("w+", prefix="streamlit-", suffix=".log", delete=False)  # noqa: SIM115
