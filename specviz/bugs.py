@@ -170,6 +170,21 @@ BUGS: dict[str, Bug] = {
             True,
         ),
         Bug(
+            "bonus_row_before",
+            "Bonus from the row before",
+            _with(Rule(bonus="row_before"), "bonus_row_before"),
+            Rule(bonus="row_before"),
+            None,
+            "When every draft survives, the bonus token is drawn from target row num_draft[b] - 1, the "
+            "distribution the last draft was tested against, instead of row num_draft[b], the distribution "
+            "after it. The bonus then follows the conditional of the context before the last accepted token. "
+            "Only the bonus of rows whose drafts all survive is wrong, and with L = K that bonus is token "
+            "K + 1, outside the window of L tokens a test judges: only scenarios with L > K can see it.",
+            "the joint chi-square test in scenarios with L > K; invisible when L = K",
+            True,
+            False,
+        ),
+        Bug(
             "no_bonus",
             "No bonus token",
             _with(Rule(bonus="none"), "no_bonus"),

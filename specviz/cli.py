@@ -107,9 +107,7 @@ def controls_line(suite: SuiteResult) -> str:
             line += f"; {word}: " + ", ".join(these)
     left = [b for b in BUGS if b not in suite.controls]
     if left:
-        line += "; not run: " + ", ".join(left)
-        if any(BUGS[b].needs_ragged for b in left):
-            line += " (a bug that needs ragged rows runs only when a ragged scenario is chosen)"
+        line += "; not run: " + ", ".join(left) + " (each shows only in scenarios not chosen: see specviz list)"
     return line + "."
 
 

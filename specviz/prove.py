@@ -488,19 +488,30 @@ class Case(NamedTuple):
     bug: str | None  # None: the verifier under test
 
 
+def can_show(bug: Bug, sc: Scenario) -> bool:
+    """Whether ``bug`` can change what scenario ``sc`` judges: a bug that needs ragged rows
+    cannot show without them, and one wrong only in the bonus of full rows cannot show when
+    that bonus never enters the window (L = K)."""
+    if bug.needs_ragged and not sc.ragged:
+        return False
+    if bug.rule is not None and getattr(bug.rule, "bonus", None) == "row_before":
+        return sc.K in bonus_shapes(sc)
+    return True
+
+
 def plan(
     scenarios: Iterable[str] | None = None, bugs: Iterable[str] | None = None, *, matrix: bool = False
 ) -> list[Case]:
     """The cases to run: the verifier in every scenario, each bug where it shows.
 
-    ``bugs=None`` runs every bug that can show in the chosen scenarios (one that needs ragged
-    rows is left out when none is ragged); named bugs always run, in the chosen scenarios when
-    none of their homes is among them.
+    ``bugs=None`` runs every bug that can show in the chosen scenarios (:func:`can_show`: one
+    that needs ragged rows, or the bonus of full rows in view, is left out when no chosen
+    scenario has them); named bugs always run, in the chosen scenarios when none of their homes
+    is among them.
     """
     scs = list(SCENARIOS) if scenarios is None else [get_scenario(s).name for s in scenarios]
     if bugs is None:
-        any_ragged = any(SCENARIOS[s].ragged for s in scs)
-        bug_names = [b.name for b in BUGS.values() if any_ragged or not b.needs_ragged]
+        bug_names = [b.name for b in BUGS.values() if any(can_show(b, SCENARIOS[s]) for s in scs)]
     else:
         bug_names = list(bugs)
     for b in bug_names:

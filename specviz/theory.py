@@ -135,7 +135,7 @@ def position_law(target_probs: object, draft_probs: object, bug: str | None = No
     if int(K) != K or K < 1:  # with no draft the first token is the bonus, drawn from p by every variant
         raise InputError("K", "at least 1 draft per row", str(K))
     d = decompose(p, q)
-    if bug is None or bug in ("shared_uniform", "no_bonus"):
+    if bug is None or bug in ("shared_uniform", "no_bonus", "bonus_row_before"):  # the first token is right
         return d.output
     if bug in NOT_AT_ONE_POSITION:
         return None

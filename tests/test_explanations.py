@@ -589,3 +589,13 @@ def test_design_document_names_what_exists_and_states_true_figures():
     assert float(power) == stats.POWER
     (tol,) = grab(r"joint law\s+\(`MarkovChain.joint_law`\) to (1e-\d+)", text)
     assert np.abs(exact_law(None, P_REF, Q_REF, K=2, L=2, num_draft=1) - np.outer(P_REF, P_REF)).max() < float(tol)
+
+
+def test_readme_counts_the_default_prove_run():
+    text = " ".join((ROOT / "README.md").read_text().split())
+    scs, bug_cases = grab(r"The default run \((\d+) scenarios, (\d+) bug cases\)", text)
+    cases = prove.plan()
+    assert int(scs) == len(prove.SCENARIOS) == sum(c.bug is None for c in cases)
+    assert int(bug_cases) == sum(c.bug is not None for c in cases)
+    (listed,) = grab(r"the embedded suite: (\d+) scenarios", text)
+    assert int(listed) == len(prove.SCENARIOS)

@@ -162,7 +162,7 @@ def test_show_me_finds_where_a_bug_is_visible_or_proves_there_is_nowhere(bug):
             tvs[name, K] = None if law is None else theory.total_variation(law, p)
     if where is None:  # no one-position effect: every candidate has TV 0 or no single-position law
         assert all(tv is None or tv <= position.SHOWN_TV for tv in tvs.values())
-        assert bug in ("shared_uniform", "no_bonus", "wrong_bonus_row")
+        assert bug in ("shared_uniform", "no_bonus", "wrong_bonus_row", "bonus_row_before")
     else:
         p, q = position.preset(where.preset, position.SHOW_ME_SEED)
         assert where.tv == pytest.approx(tvs[where.preset, where.K], abs=1e-15) and where.tv > 0.05
