@@ -245,3 +245,17 @@ def test_streamlit_run_listens_on_loopback_only(app_url):
             if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
                 listening.append(address)
     assert listening == ["0100007F"]  # 127.0.0.1, nothing else (no 0.0.0.0, no ::)
+
+
+def test_presenter_toggle_in_the_sidebar_goes_into_the_link_and_collapses_the_sidebar(page, app_url):
+    with closing(browser.new_page(page.context.browser, 1280, 720)) as pg:
+        pg.goto(f"{app_url}/tokens-per-step?a=0.8")
+        browser.wait_idle(pg, "speedup at K")
+        assert sidebar_right_edge(pg) > 100 and "present" not in pg.url
+        pg.locator("[data-testid='stSidebar']").get_by_text("Presenter mode").click()
+        browser.wait_idle(pg, "speedup at K")
+        pg.wait_for_url("**present=1*")
+        assert "a=0.8" in pg.url
+        pg.wait_for_timeout(1000)  # the collapse animates
+        assert sidebar_right_edge(pg) <= 1
+        assert pg.evaluate("() => getComputedStyle(document.documentElement).fontSize") == "20px"
