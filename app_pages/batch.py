@@ -23,12 +23,13 @@ PARAMS = [
 ]
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=1)
 def cuda_status() -> tuple[bool, str]:
     return batch_demo.cuda_status()
 
 
-@st.cache_data(show_spinner="Building, verifying and timing the batch…", max_entries=16)
+# Bounded: at most 16 results of <= MAX_BATCH_ROWS rows each (specviz.limits), each kept an hour.
+@st.cache_data(show_spinner="Building, verifying and timing the batch…", max_entries=16, ttl=3600)
 def run_batch(
     B: int,
     K: int,
@@ -80,7 +81,7 @@ with c2:
         try:
             batch_demo.parse_counts(typed, size.B, K)
         except InputError as e:
-            count_error = str(e)
+            count_error = links.error_text(e)  # quotes the typed text: escaped
             st.error(count_error, icon=":material/error:")
 with c3:
     source = st.radio("p and q", batch_demo.SOURCES, key=S + "source", horizontal=True)

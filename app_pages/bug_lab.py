@@ -38,7 +38,8 @@ def on_bug_change() -> None:
 
 
 query = st.query_params.to_dict()
-fresh = not links.seen(st.session_state, S + "scenario")  # kept while on another page counts as seen
+# A new session, or a link to this page (e.g. from "Why it is exact"): a link naming only the bug starts where it shows.
+fresh = not links.seen(st.session_state, S + "scenario") or links.link_given(query, st.session_state, PARAMS)
 link_notes = links.init_state(query, st.session_state, PARAMS, S, keep=("prediction",))
 if fresh and "scenario" not in query:  # no link, or one naming only the bug: start where the bug shows
     st.session_state[S + "scenario"] = home_scenario(st.session_state[S + "bug"])
@@ -98,7 +99,7 @@ except InputError as e:
     st.stop()
 
 if res.error:
-    st.error(f"The verifier raised: {res.error}")
+    st.error(f"The verifier raised: {links.plain(res.error)}")
     st.stop()
 
 subject = "the correct verifier" if bug == NONE else bug

@@ -42,10 +42,10 @@ def load_text() -> None:
         try:
             parsed = position.parse_text(text, name)
         except InputError as e:
-            errors.append(str(e))
+            errors.append(links.error_text(e))  # quotes what was typed: escaped
             continue
         st.session_state[S + name] = parsed.values
-        notes.append(f"{name}: {parsed.message}")
+        notes.append(f"{name}: {links.plain(parsed.message)}")  # echoes the typed items: escaped
     if notes:
         st.session_state[S + "table_version"] += 1  # a fresh editor showing what was read
     st.session_state[S + "text_result"] = (notes, errors)
@@ -115,7 +115,8 @@ with left:
         try:
             dists[name] = position.parse_distribution(typed, name)
         except InputError as e:
-            st.error(f"{e}. Fix the table: the rest of the page waits for a valid {name}.", icon=":material/error:")
+            msg = f"{links.error_text(e)}. Fix the table: the rest of the page waits for a valid {name}."
+            st.error(msg, icon=":material/error:")
             continue
         if dists[name].note:
             st.info(

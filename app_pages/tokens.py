@@ -22,13 +22,13 @@ PARAMS = [
 ]
 
 
-@st.cache_data(show_spinner="Measuring…", max_entries=64)
+@st.cache_data(show_spinner="Measuring…", max_entries=64, ttl=3600)
 def measure(a: float, n: int, seed: int, bonus: bool) -> speed.Measured:
     p, q = speed.two_token_pair(a)
     return speed.measure_tokens(p, q, K_RANGE, n, seed, bonus=bonus)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, ttl=3600)
 def measure_reference(seed: int) -> speed.Measured:
     return speed.measure_tokens(*REFERENCE_PQ, [REFERENCE_K], REFERENCE_N, seed)
 
