@@ -107,6 +107,11 @@ class Rule:
     # last: padded row K; row_before: row num_draft - 1 (row 0 without drafts), the bonus of
     # full rows drawn one row too early
     bonus: Literal["num_draft", "last", "none", "row_before"] = "num_draft"
+    # inclusive: accept iff u * q(x) <= p(x), so a coin of exactly 0 accepts a draft with p(x) = 0
+    coin: Literal["strict", "inclusive"] = "strict"
+    # next: the replacement drawn at the position after the rejected one (the residual of rows
+    # first_fail + 1; p at row K when the rejected draft was the last of the padded width)
+    replacement_row: Literal["rejected", "next"] = "rejected"
 
 
 CORRECT = Rule()
@@ -491,7 +496,10 @@ def _core(
         if Q is not None:
             check.check_probes("draft_probs", qx[valid], ops)
     coins = ua if rule.accept_coins == "fresh" else ua[:, :1] + 0 * ua  # (B, K)
-    passed = (qx > 0) & (coins * qx < px) & valid  # (B, K)
+    if rule.coin == "strict":
+        passed = (qx > 0) & (coins * qx < px) & valid  # (B, K)
+    else:
+        passed = (qx > 0) & (coins * qx <= px) & valid
     first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
     rejected = first_fail < j  # (B,)
     if rule.count == "run":
@@ -512,7 +520,11 @@ def _core(
     u_draw = us
     if rule.sample_coin == "reused" and K:
         u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
-    token = _draw(ops, P, Q, xs, sp, rejected, u_draw, V, K, rule, validate)  # (B,)
+    residual_rows = rejected  # (B,) rows drawing from a residual rather than from p
+    if rule.replacement_row == "next":
+        sp = ops.where(rejected, first_fail + 1, sp)
+        residual_rows = rejected & (sp < K)  # past the last draft row: p at row K
+    token = _draw(ops, P, Q, xs, sp, residual_rows, u_draw, V, K, rule, validate)  # (B,)
 
     tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
     tokens[:, :K] = emitted
