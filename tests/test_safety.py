@@ -153,3 +153,16 @@ def test_every_cached_page_function_has_a_memory_bound():
                     kw = {k.arg for k in dec.keywords}
                     assert "max_entries" in kw or not takes_args, f"{path.name}:{fn.lineno} {fn.name} is unbounded"
     assert found >= 4
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_the_typed_p_entry_shows_hostile_text_as_text(payload):
+    at = open_page("app_pages/exact.py", {})
+    at.text_input(key="exact.p_text").input(f"0.5 {payload}")
+    at.button(key="exact.use_text").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [str(e.value) for e in at.error]
+    assert any(e.startswith("p: expected") for e in errors)  # refused, with a message quoting the input
+    assert [(e, live_markdown(e)) for e in errors if live_markdown(e)] == []
+    # What it says it did echoes only items that parsed as numbers, so no Markdown reaches it.
+    assert all(live_markdown(str(s.value)) == [] for s in at.success)
