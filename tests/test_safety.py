@@ -166,3 +166,18 @@ def test_the_typed_p_entry_shows_hostile_text_as_text(payload):
     assert [(e, live_markdown(e)) for e in errors if live_markdown(e)] == []
     # What it says it did echoes only items that parsed as numbers, so no Markdown reaches it.
     assert all(live_markdown(str(s.value)) == [] for s in at.success)
+
+
+def test_an_input_error_a_page_lets_through_is_shown_and_flagged_not_raised(monkeypatch):
+    from specviz import theory
+
+    def broken(*args, **kwargs):
+        raise InputError("p", "a distribution", f"'{PAYLOADS[0]}'")
+
+    monkeypatch.setattr(theory, "decompose", broken)  # called by "Why it is exact" outside any try
+    at = open_page("app_pages/exact.py", {})
+    assert not at.exception  # the visitor sees an error box, not a traceback
+    assert "app.escaped_input_error" in at.session_state  # and the hostile-link tests would notice
+    errors = [str(e.value) for e in at.error]
+    assert any(e.startswith("p: expected a distribution, got") for e in errors)
+    assert [(e, live_markdown(e)) for e in errors if live_markdown(e)] == []
