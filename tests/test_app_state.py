@@ -142,6 +142,20 @@ def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch
     assert dict(at.query_params) == {"bug": "resample_from_p", "scenario": "ragged", "n": "20000", "seed": "424242"}
 
 
+def test_batch_result_stays_after_navigation_without_running_again(monkeypatch):
+    from specviz import batch_demo
+
+    calls = []
+    real = batch_demo.run_batch_demo
+    monkeypatch.setattr(batch_demo, "run_batch_demo", lambda *a, **k: calls.append(a) or real(*a, **k))
+    at = open_app("app_pages/batch.py", {"B": "12", "K": "2", "V": "9", "seed": "777001"})  # a seed no one caches
+    at.button(key="batch.run").click().run()
+    shown = metric(at, "mean tokens per row")
+    assert len(calls) == 1
+    visit(visit(at, "app_pages/bug_lab.py"), "app_pages/batch.py")
+    assert metric(at, "mean tokens per row") == shown and len(calls) == 1
+
+
 def test_a_new_link_in_the_session_wins_over_kept_settings():
     at = open_app("app_pages/tokens.py")
     at.slider(key="tokens.a").set_value(0.9).run()
