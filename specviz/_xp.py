@@ -107,6 +107,11 @@ class NumpyOps:
         """A copy of x in like's dtype."""
         return x.astype(like.dtype)
 
+    def ratio_where(self, num: np.ndarray, den: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """num / den where mask, NaN elsewhere (never divides where mask is False)."""
+        out = np.full(np.broadcast_shapes(num.shape, den.shape, mask.shape), np.nan)
+        return np.divide(num, den, out=out, where=mask)
+
     def tolist(self, x: np.ndarray) -> list:
         return np.asarray(x).tolist()
 
@@ -351,6 +356,9 @@ class TorchOps:
 
     def to_compute(self, x: Any, like: Any) -> Any:
         return x.to(like.dtype, copy=True)
+
+    def ratio_where(self, num: Any, den: Any, mask: Any) -> Any:
+        return self.torch.where(mask, num / self.torch.where(mask, den, 1.0), float("nan"))
 
     def tolist(self, x: Any) -> list:
         return x.tolist()

@@ -144,6 +144,11 @@ class _Rows(NamedTuple):
         """
         T = self.table
         if self.start is None:
+            if ops is not None and cols is not None and ops.name == "numpy" and T.strides[:2] == (0, 0) and T.size:
+                # One row broadcast to every (b, pos) (the lab's context-free inputs): its
+                # entries are a 1-D take, not a three-index gather over a stride-0 view.
+                shape = np.broadcast_shapes(np.shape(b), np.shape(pos), np.shape(cols))
+                return T[0, 0].take(np.broadcast_to(cols, shape))
             if ops is None or not ops.is_contiguous(T):
                 return T[b, pos] if cols is None else T[b, pos, cols]
             rows = b * int(T.shape[1]) + pos
@@ -530,13 +535,12 @@ def _core(
     tokens[:, :K] = emitted
     tokens[ar, n] = ops.where(samples, token, PAD_TOKEN)
     nan = float("nan")
-    qx_safe = ops.where(qx > 0, qx, 1.0)
     return Verification(
         tokens=tokens,
         num_tokens=n + ops.to_int64(samples),
         num_accepted=n,
         accept_uniforms=ops.where(tested, coins, nan),
-        ratios=ops.where(tested & (qx > 0), ops.to_float64(px) / qx_safe, nan),
+        ratios=ops.ratio_where(ops.to_float64(px), ops.to_float64(qx), tested & (qx > 0)),
         bonus=~rejected & samples,
         sample_uniforms=ops.where(samples, u_draw, nan),
     )
