@@ -30,8 +30,9 @@ Three choices make this fast, reproducible and safe:
   to pick the token. At large V each row is processed alone, through views of the inputs
   and one reused buffer (no gathered copy, no page faults), so its bytes are read from memory
   once and every later pass runs in cache; at small V the rows are gathered and processed
-  together, a chunk of columns at a time. With ``validate=True`` the checks on the rows read
-  here ride on the same pass (see :func:`draw`). V <= 256 needs one level only.
+  together, a chunk of columns at a time; V <= 256 needs one level only. With
+  ``validate=True`` the rows read here are checked while they are in cache, not gathered and
+  read again (see :func:`draw`).
 - **Which kernels.** Torch CPU tensors in float32/float64 are verified by the NumPy code on
   zero-copy views (``specviz.verify._run_core``: torch's per-call cost made the same code
   slower than NumPy's). With the environment variable ``SPECVIZ_TORCH_COMPILE=1`` they run

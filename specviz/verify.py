@@ -205,10 +205,11 @@ def verify(
         target row it samples from and, after a rejection, the draft row of the residual):
         finite, non-negative, summing to 1 within 1e-4 (1e-2 for half precision). Rows that
         are never read in full are not summed, and which ones are read depends on the coins.
-        Costs a few percent on top of the draw. Shapes, dtypes, draft ids and the uniforms'
-        shapes are checked either way, and so is every row the draw reads for what would
-        make the result depend on the library (NaN, infinity, a negative entry of a row drawn
-        from p, a row summing to 16 or more): ``False`` only skips the probability checks.
+        About 1.35x the time of ``False`` with NumPy at V = 128256 (benchmarks/bench_verify.py).
+        Shapes, dtypes, draft ids and the uniforms' shapes are checked either way, and so is
+        every row the draw reads for what would make the result depend on the library (NaN,
+        infinity, a negative entry of a row drawn from p, a row summing to 16 or more):
+        ``False`` only skips the probability checks.
 
     Returns
     -------
