@@ -58,7 +58,13 @@ BLOCK = 256  # tokens per block of the two-level search (V itself when smaller)
 ROW_LOOP_V = 8192  # on the CPU, from this V on each row is processed alone through views
 
 
-def draw(
+def draw(*args: Any) -> Array:
+    """:func:`_draw` with NumPy's floating-point warnings off (the guard catches what they flag)."""
+    with args[0].quiet():
+        return _draw(*args)
+
+
+def _draw(
     ops: Any,
     P: Any,
     Q: Any,
