@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import theory
+from . import engine_bugs, theory
 from .errors import InputError
 from .verify import Rule, verify, verify_with_rule
 
@@ -56,6 +56,16 @@ _CLAW = theory.position_law(_P, _Q, "reused_coin")
 _C0 = int(np.flatnonzero(theory.decompose(_P, _Q).residual > 0)[0])  # first token the residual can give
 _GX = int(np.argmax(_Q))  # the greedy drafter's proposal (the first of the tied maxima)
 _GLAW = theory.position_law(_P, _Q, "greedy_draft_sampled_q")
+# q_unprocessed needs a drafter whose temperature changes q (a uniform q is the same at any temperature).
+_UP, _UQ = np.array([0.1, 0.5, 0.4]), np.array([0.3, 0.2, 0.5])
+_ULAW = theory.position_law(_UP, _UQ, "q_unprocessed")
+_UX = int(np.argmax(_ULAW - _UP))  # the token that comes out most too often
+_UR = np.asarray(engine_bugs.unprocess(_UQ, engine_bugs.DRAFTER))
+_TLAW = theory.position_law(_P, _Q, "target_unprocessed")
+_SLAW = theory.position_law(_P, _Q, "shared_noise_stream")
+_SX = int(np.flatnonzero(_SLAW == 0)[0])  # a token the shared stream never emits
+_T_REQ = engine_bugs.REQUEST.temperature
+_T_DRAFT = engine_bugs.DRAFTER.temperature
 
 
 BUGS: dict[str, Bug] = {
@@ -149,7 +159,8 @@ BUGS: dict[str, Bug] = {
             "never exceeds the residual's), and the first token the residual can give comes out too "
             "rarely, unless the residual has a single token or every draft that can be rejected has "
             "p(x) = 0 (its coin then stays uniform). In " + REFERENCE + f" token {_C0} comes out at "
-            f"{_CLAW[_C0]:.3f} instead of {_P[_C0]:g}.",
+            f"{_CLAW[_C0]:.3f} instead of {_P[_C0]:g}. (Issue trackers also call it "
+            "reused_accept_coin_for_residual; the catalogue keeps one name.)",
             "the exact law of one position and every chi-square test (first token, each position, joint)",
             True,
             False,
@@ -215,6 +226,84 @@ BUGS: dict[str, Bug] = {
             f"out with probability {_GLAW[_GX]:g} instead of {_P[_GX]:g}.",
             "the exact law of one position, every chi-square test (first token, each position, joint) and "
             "tokens per verification (more than theory), on a drafter that takes its argmax",
+            True,
+            False,
+        ),
+        Bug(
+            "q_unprocessed",
+            "Drafts from the processed q, the raw q reported",
+            engine_bugs.q_unprocessed,
+            None,
+            None,
+            f"A pipeline mistake: the drafter samples at temperature {_T_DRAFT:g}, so each draft is drawn from "
+            "its processed law q, but the verifier is handed the drafter's raw softmax r (temperature 1) as q. "
+            "It accepts x with min(1, p(x)/r(x)) instead of min(1, p(x)/q(x)) and builds the residual from "
+            "p - r, so the output is q(x) min(1, p(x)/r(x)) plus the rejection mass times (p - r)+ normalized: "
+            "p only when r = q. The verifier can correct any q, but only the q the drafts were really drawn "
+            "from, after the drafter's own settings. A uniform q is the same at every temperature, so "
+            + REFERENCE
+            + " hides it; with p = [0.1, 0.5, 0.4] and processed q = [0.3, 0.2, 0.5] (raw r = "
+            f"[{', '.join(f'{v:.3f}' for v in _UR)}]) token {_UX} comes out at {_ULAW[_UX]:.3f} instead of "
+            f"{_UP[_UX]:g}.",
+            "the exact law of one position when the drafter's temperature changes q (not in the reference "
+            "example) and every chi-square test (first token, each position, joint)",
+            True,
+            False,
+        ),
+        Bug(
+            "target_unprocessed",
+            "p at default settings, not the request's",
+            engine_bugs.target_unprocessed,
+            None,
+            None,
+            f"The request asked for temperature {_T_REQ:g}, so plain decoding samples the processed target, but "
+            "the verifier is handed the target's raw softmax as p. The rule is exact for whatever p it is "
+            "given, so the output follows the raw target: decoding at the default settings, not the "
+            "request's. Tokens the request's settings make rarer (or remove, with top-k or top-p) come out "
+            "at their raw rates, and the error at one position is TV(raw target, processed target). In "
+            + REFERENCE
+            + f" read as the request's law, token 0 comes out at {_TLAW[0]:.3f} instead of "
+            f"{_P[0]:g}, and token 3 comes out at {_TLAW[3]:.3f} instead of {_P[3]:g}.",
+            "the exact law of one position and every chi-square test (first token, each position, joint)",
+            True,
+            False,
+        ),
+        Bug(
+            "shared_noise_stream",
+            "The drafter's uniform reused as the coin",
+            engine_bugs.shared_noise_stream,
+            None,
+            None,
+            "The draft sampling and the acceptance coins come from the same random numbers: the uniform u "
+            "with which the drafter drew x by inverse CDF is reused as x's acceptance coin. Given x, u is not "
+            "uniform on [0, 1) but on [F(x-1), F(x)), F the running sum of q, so the coin depends on the "
+            "token: x is accepted with probability clip((p(x)/q(x) - F(x-1)) / q(x), 0, 1) instead of "
+            "min(1, p(x)/q(x)). The first token of the vocabulary's order gets the smallest coins and passes at "
+            "least as often as it should, the last token the largest and passes at most as often; a token with "
+            "p(x) >= q(x) still always passes (u < 1). In "
+            + REFERENCE
+            + f" token {_SX} (p/q = {_P[_SX] / _Q[_SX]:g}, u in [{np.cumsum(_Q)[_SX] - _Q[_SX]:g}, "
+            f"{np.cumsum(_Q)[_SX]:g})) is never accepted and never replaced, so it never comes out instead of "
+            f"{_P[_SX]:g}. (The simulation rebuilds the drafter's u from x and a fresh uniform, "
+            "F(x-1) + v q(x): the same joint law of draft and coin.)",
+            "the exact law of one position and every chi-square test (first token, each position, joint)",
+            True,
+            False,
+        ),
+        Bug(
+            "late_rejection",
+            "Replacement drawn one position late",
+            _with(Rule(replacement_row="next"), "late_rejection"),
+            Rule(replacement_row="next"),
+            None,
+            "After the rejection at position i the replacement is drawn from the residual of position i + 1 "
+            "(p_(i+1) - q_(i+1), normalized), or from the target row K when i is the last draft position. "
+            "Row i + 1 is the distribution after the rejected draft x_i, a context that has just been "
+            "discarded, so the replacement follows the wrong conditional. With the same p and q at every "
+            "position only the last position's mistake shows, and with one draft the replacement comes from "
+            "p: the law is then resample_from_p's. Markov chains show it at every position.",
+            "the exact law of one position with one draft (resample_from_p's) and every chi-square test "
+            "(first token, each position, joint)",
             True,
             False,
         ),

@@ -157,9 +157,34 @@ def position_law(target_probs: object, draft_probs: object, bug: str | None = No
         out = (1 - r) * d.residual
         out[x] += r
         return out
+    if bug in ("q_unprocessed", "target_unprocessed"):
+        from . import engine_bugs  # late import: it imports verify and processing
+        from .processing import output_law
+
+        if bug == "target_unprocessed":  # the rule is exact for the p it is given: the raw target
+            return np.asarray(engine_bugs.unprocess(p, engine_bugs.REQUEST))
+        return output_law(p, q, engine_bugs.unprocess(q, engine_bugs.DRAFTER))
+    if bug == "shared_noise_stream":
+        return _shared_stream_law(p, q, d)
+    if bug == "late_rejection":  # rows i + 1 are p and q again here, but after the last draft p itself
+        return d.output if K >= 2 else d.accepted + d.total_variation * p
     from .bugs import BUGS  # late import: bugs imports verify, which needs nothing from here
 
     raise InputError("bug", "one of " + ", ".join(BUGS), repr(bug))
+
+
+def _shared_stream_law(p: np.ndarray, q: np.ndarray, d: Decomposition) -> np.ndarray:
+    """First-token law when the drafter's inverse-CDF uniform u is reused as the acceptance coin.
+
+    Draft x comes from u in [F(x-1), F(x)), F the running sum of q, and is accepted iff
+    u * q(x) < p(x), i.e. u < p(x) / q(x): the mass of (x, accepted) is the length of
+    [F(x-1), F(x)) below that ratio, clip(p(x)/q(x) - F(x-1), 0, q(x)). A rejection draws
+    from the residual with a fresh uniform.
+    """
+    below = np.cumsum(q) - q  # (V,) F(x - 1)
+    ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), 0.0)
+    accepted = np.where(q > 0, np.clip(ratio - below, 0.0, q), 0.0)
+    return accepted + (1.0 - accepted.sum()) * d.residual
 
 
 def _unclamped_draw_law(p: np.ndarray, q: np.ndarray) -> np.ndarray:

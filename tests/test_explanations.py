@@ -599,3 +599,95 @@ def test_readme_counts_the_default_prove_run():
     assert int(bug_cases) == sum(c.bug is not None for c in cases)
     (listed,) = grab(r"the embedded suite: (\d+) scenarios", text)
     assert int(listed) == len(prove.SCENARIOS)
+
+
+# --- the engine bugs (issue 11): every figure and claim of their texts ------------------------------
+
+
+def test_q_unprocessed_claims():
+    from specviz import engine_bugs
+    from specviz.processing import output_law
+
+    text = explanation("q_unprocessed", "A uniform q is the same at every temperature")
+    (t,) = grab(rf"the drafter samples at temperature ({NUMBER})", text)
+    assert float(t) == engine_bugs.DRAFTER.temperature
+    # The reference example hides it: its q is uniform, its raw softmax the same.
+    assert theory.total_variation(exact_law("q_unprocessed", P_REF, Q_REF), P_REF) < TOL
+    p, q = np.array([0.1, 0.5, 0.4]), np.array([0.3, 0.2, 0.5])
+    assert "with p = [0.1, 0.5, 0.4] and processed q = [0.3, 0.2, 0.5]" in text
+    raw = re.findall(NUMBER, grab(r"raw r = \[([^\]]*)\]", text)[0])
+    z = 0.5 * np.log(q)  # logits whose softmax at temperature 0.5 is q
+    r = np.exp(z) / np.exp(z).sum()
+    assert np.allclose([float(v) for v in raw], r, atol=5e-4)
+    x, got, want = grab(rf"token ([0-9]+) comes out at ({NUMBER}) instead of ({NUMBER})", text)
+    law = exact_law("q_unprocessed", p, q)  # enumeration of the real verifier
+    assert abs(law - output_law(p, q, r)).max() < TOL  # "the output is q(x) min(1, p(x)/r(x)) plus ..."
+    assert abs(law[int(x)] - float(got)) < 5e-4 and float(want) == p[int(x)]
+    assert int(x) == int(np.argmax(law - p))
+
+
+def test_target_unprocessed_claims():
+    from specviz import engine_bugs
+
+    text = explanation("target_unprocessed", "the output follows the raw target")
+    (t,) = grab(rf"The request asked for temperature ({NUMBER})", text)
+    assert float(t) == engine_bugs.REQUEST.temperature
+    raw = np.sqrt(P_REF) / np.sqrt(P_REF).sum()  # softmax(z) when P_REF = softmax(z / 0.5)
+    for p, q in [(P_REF, Q_REF), *random_pairs(5, 4, seed=111)]:
+        z = 0.5 * np.log(np.where(p > 0, p, 1e-300))
+        r = np.where(p > 0, np.exp(z), 0.0)
+        law = exact_law("target_unprocessed", p, q, K=2)
+        assert abs(law - r / r.sum()).max() < 1e-9  # "the output follows the raw target"
+    law = exact_law("target_unprocessed", P_REF, Q_REF)
+    for tok in (0, 3):
+        got, want = grab(rf"token {tok} comes out at ({NUMBER}) instead of ({NUMBER})", text)
+        assert abs(law[tok] - float(got)) < 5e-4 and abs(raw[tok] - float(got)) < 5e-4 and float(want) == P_REF[tok]
+
+
+def test_shared_noise_stream_claims():
+    text = explanation("shared_noise_stream", "is never accepted and never replaced")
+    for p, q in [(P_REF, Q_REF), *random_pairs(20, 5, seed=112)]:
+        law = exact_law("shared_noise_stream", p, q)
+        d = theory.decompose(p, q)
+        F = np.cumsum(q) - q
+        ratio = np.where(q > 0, p / np.where(q > 0, q, 1), 0)
+        acc = np.where(q > 0, np.clip(ratio - F, 0, q), 0)  # "clip((p/q - F(x-1)) / q(x), 0, 1)" times q(x)
+        assert abs(law - (acc + (1 - acc.sum()) * d.residual)).max() < 1e-9
+        assert (acc[(q > 0) & (p >= q)] == q[(q > 0) & (p >= q)]).all()  # "still always passes"
+        first, last = np.flatnonzero(q > 0)[[0, -1]]
+        if first == 0:  # "the first token of the vocabulary's order ... at least as often"
+            assert acc[0] >= d.accepted[0] - TOL
+        if last == len(q) - 1:  # "... the last token ... at most as often"
+            assert acc[-1] <= d.accepted[-1] + TOL
+    x, r, lo, hi, want = grab(
+        rf"token ([0-9]+) \(p/q = ({NUMBER}), u in \[({NUMBER}), ({NUMBER})\)\) is never accepted and never "
+        rf"replaced, so it never comes out instead of ({NUMBER})", text)  # fmt: skip
+    x = int(x)
+    assert (
+        float(r) == P_REF[x] / Q_REF[x] and float(lo) == x / 4 and float(hi) == (x + 1) / 4 and float(want) == P_REF[x]
+    )
+    assert exact_law("shared_noise_stream", P_REF, Q_REF)[x] == 0 and theory.decompose(P_REF, Q_REF).residual[x] == 0
+
+
+def test_late_rejection_claims():
+    explanation("late_rejection", "with one draft the replacement comes from p: the law is then resample_from_p's")
+    for p, q in [(P_REF, Q_REF), *random_pairs(5, 4, seed=113)]:
+        one = exact_law("late_rejection", p, q, K=1)
+        assert abs(one - exact_law("resample_from_p", p, q, K=1)).max() < TOL
+        # "only the last position's mistake shows": with 2 drafts the first token is exact.
+        assert abs(exact_law("late_rejection", p, q, K=2) - p).max() < 1e-9
+    caught_by("late_rejection", "with one draft (resample_from_p's)")
+
+
+def test_reused_coin_keeps_one_name():
+    explanation("reused_coin", "reused_accept_coin_for_residual; the catalogue keeps one name")
+    assert "reused_accept_coin_for_residual" not in BUGS
+
+
+def test_engine_bug_position_laws_match_enumeration():
+    """theory.position_law's closed forms for the new bugs against the real verifiers, K = 1..2."""
+    for name in ("q_unprocessed", "target_unprocessed", "shared_noise_stream", "late_rejection"):
+        for p, q in [(P_REF, Q_REF), *random_pairs(4, 4, seed=114)]:
+            for K in (1, 2):
+                law = exact_law(name, p, q, K=K)
+                assert abs(law - theory.position_law(p, q, name, K=K)).max() < 1e-9, (name, K)
