@@ -154,9 +154,15 @@ def _list() -> None:
     for s in SCENARIOS.values():
         print(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
         print(f"{'':29s}judges: {s.covers}")
+    from .engine_bugs import FAULTS, fault_tv, home_tvs
+
     for b in BUGS.values():
         where = ", ".join(HOME.get(b.name, ("reference",)))
         print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")
+        print(f"{'':33s}exact TV from the target: {home_tvs(b.name)}")
+    for f in FAULTS.values():  # tested directly (tests/test_engine_bugs.py), not by prove
+        print(f"fault    {f.name:24s} caught by {f.caught_by}")
+        print(f"{'':33s}exact TV from the target: {fault_tv(f.name)}")
 
 
 def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -> None:
