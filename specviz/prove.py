@@ -124,6 +124,180 @@ for _bug in BUGS.values():  # a bug added to bugs.py gets a home where it can sh
     HOME.setdefault(_bug.name, default_home(_bug))
 
 
+# ---------------------------------------------------------------- kinds of verifier: chain, block, tree
+
+KINDS = ("chain", "block", "tree")
+
+
+def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    out = functools.partial(fn)
+    out.__name__ = name  # type: ignore[attr-defined]
+    return out
+
+
+def _tree_resample_from_p(target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
+                          *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Any:  # fmt: skip
+    """Tree verification whose r is reset to the node's target row after a rejection (a mistake)."""
+    from . import tree
+
+    t = tree._prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
+    ua, us = tree._uniforms(t, rng, uniforms, validate)
+    return tree._verify(t, ua, us, validate, residual="target")
+
+
+@functools.cache
+def kind_controls(kind: str) -> dict[str, Bug]:
+    """The negative controls of a kind of verifier: its own classic mistakes, each the rule with
+    one step swapped. "chain": :data:`specviz.bugs.BUGS`. "block": :func:`specviz.block.verify_block`
+    mistakes (:mod:`specviz.block_trace`). "tree": :func:`specviz.tree.verify_tree` mistakes, with
+    verify_tree's signature (the suite runs them as chain-shaped trees, the court on real trees)."""
+    if kind == "chain":
+        return BUGS
+    if kind == "block":
+        from .block import verify_block_lossy
+        from .block_trace import verify_block_variant
+
+        def variant(m: str) -> Callable[..., Any]:
+            short = {"residual_from_p": "block_residual_from_p", "h_without_one_minus_w": "block_h_no_1_minus_w"}
+            return _named(functools.partial(verify_block_variant, mistake=m), short[m])
+
+        bugs = [
+            Bug("block_lossy_last", "Last threshold min(1, prod p/q) instead of w_j", _named(
+                verify_block_lossy, "block_lossy_last"), None, None,
+                "The last draft is kept with the uncapped product ratio min(1, P(x^j) / Q(x^j)) instead of w_j, "
+                "which caps the running ratio at 1 after every draft. Step (1) of the proof in specviz.block needs "
+                "Pr[tau >= j | x^j] = w_j exactly; the product is at least w_j, so full blocks are kept too often "
+                "(TV 1/9 on the paper's toy example, 4/3 drafts per step against 11/9).",
+                "the exact court and the joint chi-square on random chains", True, False),
+            Bug("block_residual_from_p", "Token after a stop drawn from p_tau", variant("residual_from_p"), None, None,
+                "After stopping at tau < j the extra token is drawn from p_tau instead of the residual "
+                "(w_tau p_tau - q_tau)+ normalized: the tokens acceptance already produces come out again.",
+                "the exact court and every chi-square test", True, False),
+            Bug("block_h_no_1_minus_w", "Thresholds without the 1 - w_i term", variant("h_without_one_minus_w"),
+                None, None,
+                "h_i = m_i / m_i instead of m_i / (m_i + 1 - w_i): the chance that the block fails after x^i is "
+                "left out, every threshold before the last is 1 and the block keeps at least j - 1 drafts "
+                "whatever the target says.",
+                "the exact court, every chi-square test and tokens per step", True, False),
+        ]  # fmt: skip
+        return {b.name: b for b in bugs}
+    if kind == "tree":
+        bugs = [
+            Bug("tree_resample_from_p", "Reset r to p after a rejection", _named(_tree_resample_from_p,
+                "tree_resample_from_p"), None, None,
+                "After a rejected candidate r is reset to the node's target row instead of the residual "
+                "(r - q)+ normalized: the next candidate, or the final draw, is judged against a law that still "
+                "counts the mass the rejected candidate could have taken.",
+                "the exact court on trees and every chi-square test", True, False),
+        ]  # fmt: skip
+        return {b.name: b for b in bugs}
+    raise InputError("kind", "one of " + ", ".join(KINDS), repr(kind))
+
+
+def tree_signature(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes verify_tree's arguments (node_tokens, parents, num_nodes) rather than verify's."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return "parents" in params[:5]
+
+
+def as_chain(tree_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A verifier with verify_tree's signature as one with verify's: each row is the chain-shaped
+    tree (-1, 0, .., K-1) holding its drafts, as :func:`specviz.tree.verify_tree_chain` lays it out."""
+    from .verify import Verification
+
+    def chain(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *, rng: Any = None,
+              uniforms: Any = None) -> Any:  # fmt: skip
+        T, x, j = np.asarray(target_probs), np.asarray(draft_tokens), np.asarray(num_draft).astype(np.int64)
+        B, K = x.shape
+        V = T.shape[2]
+        D = None
+        if draft_probs is not None:
+            D = np.zeros((B, K + 1, V))  # (B, K+1, V): the last node has no children
+            D[:, :K] = draft_probs
+        toks = np.zeros((B, K + 1), np.int64)
+        toks[:, 1:] = np.where(np.arange(K)[None, :] < j[:, None], x, 0)
+        par = np.broadcast_to(np.arange(K + 1) - 1, (B, K + 1))
+        kw = {"rng": rng} if uniforms is None else {"uniforms": uniforms}
+        res = tree_fn(T, D, toks, par, j + 1, **kw)
+        return Verification(tokens=np.asarray(res.tokens), num_tokens=np.asarray(res.num_tokens),
+                            num_accepted=np.asarray(res.num_accepted), accept_uniforms=np.asarray(res.accept_uniforms),
+                            ratios=np.asarray(res.thresholds), bonus=np.asarray(res.bonus),
+                            sample_uniforms=np.asarray(res.sample_uniforms))  # fmt: skip
+
+    chain.__name__ = getattr(tree_fn, "__name__", "tree verifier")
+    return chain
+
+
+class ExactCase(NamedTuple):
+    """The exact court's finding for one verifier on one small problem."""
+
+    problem: str  # a scenario name, or "tree <parents> <drafter mode> L=<L> on <scenario>"
+    verifier: str
+    is_bug: bool
+    tv: float  # total variation of its law from the target's (NaN when refused)
+    tokens: float  # exact expected tokens of the first verification
+    lossless: bool
+    refused: str = ""  # why the court gave no law
+
+    @property
+    def verdict(self) -> str:
+        if self.refused:
+            return "refused"
+        if self.is_bug:
+            return "caught" if not self.lossless else "missed"
+        return "pass" if self.lossless else "FAIL"
+
+
+# Small trees the court judges a tree verifier on: (parents, drafter mode, L), on the reference chains.
+TREE_PROBLEMS: tuple[tuple[tuple[int, ...], str, int], ...] = (
+    ((-1, 0, 0), "sample", 2),  # 2 i.i.d. candidates at the root
+    ((-1, 0, 0), "argmax", 2),  # the drafter's top 2, deterministic
+    ((-1, 0, 0, 1, 2), "sample", 3),  # 2 i.i.d. sequences of 2 drafts
+)
+
+
+def exact_court(kind: str, verifier: Callable[..., Any], name: str, cases: Iterable[Case],
+                controls: dict[str, Bug]) -> list[ExactCase]:  # fmt: skip
+    """The exact court on the suite's cases: :func:`specviz.court.judge` per scenario for
+    verify-signature verifiers, :func:`specviz.court.judge_tree` on :data:`TREE_PROBLEMS` for
+    tree-signature ones. A refusal is reported, never turned into a verdict."""
+    from . import court
+
+    out: list[ExactCase] = []
+    trees_done: set[str] = set()
+    for case in cases:
+        bug = controls[case.bug] if case.bug else None
+        fn, label = (bug.verifier, bug.name) if bug else (verifier, name)
+        if kind == "tree" and tree_signature(fn):
+            if label in trees_done:
+                continue  # the trees are judged once, on the reference chains
+            trees_done.add(label)
+            target, dchain = scenario_chains(SCENARIOS["reference"])
+            for parents, mode, L in TREE_PROBLEMS:
+                what = f"tree {list(parents)} {mode} L={L}"
+                try:
+                    j = court.judge_tree(target, Drafter(dchain, mode), parents, L=L, verifier=fn)
+                    out.append(ExactCase(what, label, bug is not None, j.tv_from_target, j.expected_tokens_per_step,
+                                         j.lossless))  # fmt: skip
+                except Exception as e:  # a refusal, or a user's verifier that raises
+                    out.append(ExactCase(what, label, bug is not None, math.nan, math.nan, False,
+                                         f"{type(e).__name__}: {e}"))  # fmt: skip
+            continue
+        try:
+            j = court.judge(fn, case.scenario, name=label)
+            out.append(ExactCase(case.scenario, label, bug is not None, j.tv_from_target, j.expected_tokens_per_step,
+                                 j.lossless))  # fmt: skip
+        except Exception as e:
+            out.append(ExactCase(case.scenario, label, bug is not None, math.nan, math.nan, False,
+                                 f"{type(e).__name__}: {e}"))  # fmt: skip
+    return out
+
+
 def bonus_shapes(sc: Scenario) -> tuple[int, ...]:
     """The draft counts j whose row's bonus token can enter the L-token window: j + 1 <= L
     (it is token j + 1 of a first round; later rounds start past token 1)."""
@@ -306,11 +480,19 @@ def _needed_n(sc: Scenario, tokens: MeanTest, n: int, rounds: int, alpha: float)
     return int(need)
 
 
-def _sample(sc: Scenario, verifier: Callable[..., Any], *, n: int, seed: int, mode: str) -> _simulate.Simulation:
+def _sample(
+    sc: Scenario, verifier: Callable[..., Any], *, n: int, seed: int, mode: str, kind: str = "chain"
+) -> _simulate.Simulation:
     target, dchain = scenario_chains(sc)
     # Theory: what a correct pipeline achieves with this drafter (a greedy drafter reports one-hot q).
     theory_drafter = Drafter(dchain, "argmax" if mode != "sample" else "sample")
     expected = theory.chain_expected_tokens(target, theory_drafter, sc.K)
+    if kind == "block":  # block verification keeps more drafts than the chain: its own exact figure
+        from .block_trace import block_expected_tokens
+
+        expected = block_expected_tokens(target, theory_drafter, sc.K)
+    if kind == "tree" and tree_signature(verifier):
+        verifier = as_chain(verifier)
     rng = np.random.default_rng([seed, list(SCENARIOS).index(sc.name)])
     return generate(verifier, target, Drafter(dchain, mode), n=n, L=sc.L, K=sc.K, rng=rng, ragged=sc.ragged,
                     expected=expected)  # fmt: skip
@@ -325,8 +507,11 @@ def run_case(
     bug: Bug | None = None,
     name: str | None = None,
     alpha: float = ALPHA,
+    kind: str = "chain",
 ) -> CaseResult:
-    """Run one verifier (or the named bug) through one scenario."""
+    """Run one verifier (or the named bug) through one scenario; ``kind`` (:data:`KINDS`) sets the
+    exact tokens per step it is held to (block: :func:`specviz.block_trace.block_expected_tokens`)
+    and runs a verify_tree-signature verifier as chain-shaped trees."""
     sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     if int(n) < 1:
         raise InputError("n", "at least 1 sequence", str(n))
@@ -339,7 +524,7 @@ def run_case(
     law = scenario_chains(sc)[0].joint_law(sc.L)
     t0 = time.perf_counter()
     try:
-        sim = _sample(sc, verifier, n=int(n), seed=int(seed), mode=mode)
+        sim = _sample(sc, verifier, n=int(n), seed=int(seed), mode=mode, kind=kind)
     except Exception as e:  # a user's verifier may raise anything: report it as the case's result
         return _error_case(sc, label, bug is not None, law, int(n), e, time.perf_counter() - t0, alpha)
     observed = counts(sim.sequences, sc.V, sc.L)
@@ -422,17 +607,18 @@ def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str 
 
 
 @functools.lru_cache(maxsize=128)
-def exact_bug_law(scenario: str, bug: str) -> np.ndarray | None:
+def exact_bug_law(scenario: str, bug: str, kind: str = "chain") -> np.ndarray | None:
     """The exact law (C,) of ``bug`` in a scenario by :func:`specviz.exact.verifier_law`, or
     None where it refuses (too large, a ragged scenario it does not model, ...)."""
-    sc, b = SCENARIOS[scenario], BUGS[bug]
+    sc, b = SCENARIOS[scenario], kind_controls(kind)[bug]
+    fn = as_chain(b.verifier) if kind == "tree" and tree_signature(b.verifier) else b.verifier
     target, dchain = scenario_chains(sc)
     # Ragged rounds draw each row's count uniformly from 0..K: verifier_law takes that as a sequence.
     num_draft: Any = range(sc.K + 1) if sc.ragged else sc.K
     try:
         from .exact import verifier_law
 
-        res = verifier_law(b.verifier, target, Drafter(dchain, b.drafter_mode or sc.drafter_mode), L=sc.L,
+        res = verifier_law(fn, target, Drafter(dchain, b.drafter_mode or sc.drafter_mode), L=sc.L,
                            num_draft=num_draft, K=sc.K)  # fmt: skip
         law = np.asarray(getattr(res, "law", res), dtype=np.float64).ravel()
         unresolved = float(getattr(res, "unresolved", 0.0))
@@ -444,7 +630,7 @@ def exact_bug_law(scenario: str, bug: str) -> np.ndarray | None:
 
 
 def nearest_bugs(
-    res: CaseResult, controls: Iterable[CaseResult] = (), *, seed: int = 0, alpha: float = ALPHA
+    res: CaseResult, controls: Iterable[CaseResult] = (), *, seed: int = 0, alpha: float = ALPHA, kind: str = "chain"
 ) -> tuple[list[NearestBug], str]:
     """Known bugs (those that change the law) ordered by TV between their law and the observed
     one. Exact laws where :func:`specviz.exact.verifier_law` answers; otherwise the bug
@@ -454,16 +640,18 @@ def nearest_bugs(
     freq = np.asarray(res.observed, dtype=np.float64) / max(float(np.sum(res.observed)), 1.0)
     by_bug = {c.verifier: c for c in controls if c.is_bug and c.scenario == sc.name and not c.error}
     out, sampled = [], []
-    for b in BUGS.values():
+    known = kind_controls(kind)
+    for b in known.values():
         if not b.changes_law:
             continue
-        law = exact_bug_law(sc.name, b.name)
+        law = exact_bug_law(sc.name, b.name, kind)
         if law is not None:
             if 0.5 * np.abs(law - target_law).sum() < 1e-9:
                 continue  # the bug does not change the law in this scenario
             out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), "exact"))
             continue
-        ctrl = by_bug.get(b.name) or run_case(sc, n=min(max(res.n, 1), SAMPLED_N), seed=seed, bug=b, alpha=alpha)
+        ctrl = by_bug.get(b.name) or run_case(sc, n=min(max(res.n, 1), SAMPLED_N), seed=seed, bug=b, alpha=alpha,
+                                              kind=kind)  # fmt: skip
         if ctrl.error:
             continue
         if ctrl.conclusive and not ctrl.failed:
@@ -477,7 +665,7 @@ def nearest_bugs(
         notes.append("exact law unavailable for " + ", ".join(sampled) + " here: their sampled laws are used, "
                      "so those TVs include sampling noise in both laws")  # fmt: skip
     if res.joint.passed and not res.tokens.passed:
-        same = [b.name for b in BUGS.values() if not b.changes_law]
+        same = [b.name for b in known.values() if not b.changes_law]
         notes.append("the law passes and only tokens per step fail: a mistake that keeps the law but changes "
                      "how many tokens a verification yields, like " + ", ".join(same))  # fmt: skip
     return out, "; ".join(notes)
@@ -500,23 +688,28 @@ def can_show(bug: Bug, sc: Scenario) -> bool:
 
 
 def plan(
-    scenarios: Iterable[str] | None = None, bugs: Iterable[str] | None = None, *, matrix: bool = False
+    scenarios: Iterable[str] | None = None,
+    bugs: Iterable[str] | None = None,
+    *,
+    matrix: bool = False,
+    kind: str = "chain",
 ) -> list[Case]:
     """The cases to run: the verifier in every scenario, each bug where it shows.
 
     ``bugs=None`` runs every bug that can show in the chosen scenarios (:func:`can_show`: one
     that needs ragged rows, or the bonus of full rows in view, is left out when no chosen
     scenario has them); named bugs always run, in the chosen scenarios when none of their homes
-    is among them.
+    is among them. ``kind`` (:data:`KINDS`) picks the controls: :func:`kind_controls`.
     """
+    known = kind_controls(kind)
     scs = list(SCENARIOS) if scenarios is None else [get_scenario(s).name for s in scenarios]
     if bugs is None:
-        bug_names = [b.name for b in BUGS.values() if any(can_show(b, SCENARIOS[s]) for s in scs)]
+        bug_names = [b.name for b in known.values() if any(can_show(b, SCENARIOS[s]) for s in scs)]
     else:
         bug_names = list(bugs)
     for b in bug_names:
-        if b not in BUGS:
-            raise InputError("bugs", "names from: " + ", ".join(BUGS), repr(b))
+        if b not in known:
+            raise InputError("bugs", "names from: " + ", ".join(known), repr(b))
     cases = [Case(s, None) for s in scs]
     for b in bug_names:
         homes = scs if matrix else [s for s in HOME.get(b, ("reference",)) if s in scs]
@@ -531,6 +724,8 @@ class SuiteResult(NamedTuple):
     controls: list[str]  # the bugs run as negative controls (empty: none ran)
     inconclusive: list[str]  # cases whose tests lack the power to speak, one line each
     needed_n: int | None  # N at which every case would be conclusive, when some is not
+    exact: tuple[ExactCase, ...] = ()  # the exact court's rows (kinds block and tree)
+    kind: str = "chain"
 
     @property
     def verdict(self) -> str:
@@ -547,21 +742,26 @@ def run_suite(
     seed: int = 0,
     alpha: float = ALPHA,
     progress: Callable[[int, int, CaseResult], None] | None = None,
+    kind: str = "chain",
 ) -> SuiteResult:
+    """Run the cases of :func:`plan` (made with the same ``kind``). For kinds "block" and "tree"
+    the exact court (:func:`exact_court`) judges the verifier and the controls too: a verifier
+    it finds lossy fails, and a control it finds lossy is caught."""
     if not cases:
         raise InputError("scenarios", "at least one case to run", "none selected")
+    known = kind_controls(kind)
     results = []
     for i, case in enumerate(cases):
-        bug = BUGS[case.bug] if case.bug else None
+        bug = known[case.bug] if case.bug else None
         res = run_case(case.scenario, verifier, n=n, seed=seed, bug=bug, name=None if bug else verifier_name,
-                       alpha=alpha)  # fmt: skip
+                       alpha=alpha, kind=kind)  # fmt: skip
         results.append(res)
         if progress:
             progress(i + 1, len(cases), res)
     controls = [r for r in results if r.is_bug]
     for i, r in enumerate(results):  # a failing verdict explains itself, nearest known bug included
         if not r.is_bug and r.verdict == "FAIL":
-            near, note = nearest_bugs(r, controls, seed=seed, alpha=alpha)
+            near, note = nearest_bugs(r, controls, seed=seed, alpha=alpha, kind=kind)
             results[i] = r._replace(explanation=explain(r, near, note))
     failures = []
     for r in results:
@@ -573,16 +773,20 @@ def run_suite(
             failures.append(f"bug control {r.verifier} raised on {r.scenario}: {r.error}")
     inconclusive = [f"{r.verifier} on {r.scenario}: N = {r.n:,} is too small, need N >= {r.needed_n:,}"
                     for r in results if r.verdict == "inconclusive"]  # fmt: skip
+    exact = exact_court(kind, verifier, verifier_name, cases, known) if kind != "chain" else []
+    for e in exact:
+        if e.verdict == "FAIL":
+            failures.append(f"{e.verifier} is lossy by the exact court on {e.problem}: TV {e.tv:.3g} from the target")
     control_names = list(dict.fromkeys(c.bug for c in cases if c.bug))
     for b in control_names:
         mine = [r for r in results if r.is_bug and r.verifier == b]
-        if any(r.verdict == "caught" for r in mine):
+        if any(r.verdict == "caught" for r in mine) or any(e.verdict == "caught" for e in exact if e.verifier == b):
             continue
         if all(r.verdict == "missed" for r in mine):
             failures.append(f"{b} was not caught in {', '.join(r.scenario for r in mine)}")
     needs = [r.needed_n for r in results if r.verdict == "inconclusive" and r.needed_n]
     return SuiteResult(results, not failures and not inconclusive, failures, control_names, inconclusive,
-                       max(needs) if needs else None)  # fmt: skip
+                       max(needs) if needs else None, tuple(exact), kind)  # fmt: skip
 
 
 def case_record(r: CaseResult) -> dict[str, Any]:
