@@ -10,6 +10,15 @@ step against the exact value, and the known bug whose law is nearest. No verdict
 power: a test that could not see a shift of TV 0.05 (or 0.05 tokens per step) gives
 "inconclusive", with the N it needs.
 
+``--kind chain|block|tree`` says what kind of verifier is under test (default chain). ``block``:
+a function with ``specviz.verify``'s signature judged against block verification's own exact
+tokens per step, by the exact court (``specviz.court.judge``, every scenario) beside the joint
+chi-square, with block verification's classic mistakes as controls. ``tree``: a function with
+``specviz.tree.verify_tree``'s signature (run as chain-shaped trees on the scenarios, and on small
+real trees by ``specviz.court.judge_tree``), or one with verify's signature (a chain-shaped tree,
+like ``specviz.tree.verify_tree_chain``), with tree verification's mistakes as controls. The
+default verifier of each kind is the package's own.
+
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
 something fails, raises or a bug is missed; 2 for bad arguments; 3 when nothing failed but
 some case is inconclusive (N too small).
@@ -29,7 +38,18 @@ from typing import Any
 
 from .bugs import BUGS
 from .errors import InputError
-from .prove import DEFAULT_N, HOME, SCENARIOS, CaseResult, SuiteResult, case_record, plan, run_suite
+from .prove import (
+    DEFAULT_N,
+    HOME,
+    KINDS,
+    SCENARIOS,
+    CaseResult,
+    SuiteResult,
+    case_record,
+    kind_controls,
+    plan,
+    run_suite,
+)
 from .stats import ALPHA, MIN_TOKENS, MIN_TV
 from .verify import verify
 
@@ -105,7 +125,7 @@ def controls_line(suite: SuiteResult) -> str:
         these = [b for b, v in verdicts.items() if b not in caught and word in v]
         if these:
             line += f"; {word}: " + ", ".join(these)
-    left = [b for b in BUGS if b not in suite.controls]
+    left = [b for b in kind_controls(suite.kind) if b not in suite.controls]
     if left:
         line += "; not run: " + ", ".join(left) + " (each shows only in scenarios not chosen: see specviz list)"
     return line + "."
@@ -122,12 +142,12 @@ def summary_line(suite: SuiteResult) -> str:
     return "OK: the verifier passed every case (no negative control ran)."
 
 
-def _csv(value: str | None) -> list[str] | None:
+def _csv(value: str | None, every: Sequence[str] = tuple(BUGS)) -> list[str] | None:
     if value is None:
         return None
     if value in ("", "none"):
         return []
-    return list(BUGS) if value == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    return list(every) if value == "all" else [v.strip() for v in value.split(",") if v.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the chains are fixed per scenario)")
     p.add_argument("--scenarios", help="comma-separated, from: " + ", ".join(SCENARIOS))
     p.add_argument("--bugs", help="negative controls: comma-separated, 'all' (default) or 'none'")
-    p.add_argument("--verifier", help="module:function of your own verifier, in place of specviz.verify")
+    p.add_argument("--verifier", help="module:function of your own verifier, in place of the kind's own")
+    p.add_argument("--kind", default="chain", help="what the verifier is: " + ", ".join(KINDS) + " (default chain)")
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"test level (default {ALPHA})")
     p.add_argument("--matrix", action="store_true", help="run every bug in every scenario")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
@@ -175,6 +196,9 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -
     print(f"A verdict needs power: a test that cannot catch TV {MIN_TV} in the law (or {MIN_TOKENS} tokens per "
           "step) says inconclusive.")  # fmt: skip
     print("1st-tok: a test of the first token alone (informational: it misses shared_uniform).")
+    if suite.exact:
+        print()
+        print(exact_table(suite))
     print(controls_line(suite))
     for r in suite.results:
         if r.verdict == "FAIL" and r.explanation is not None:
@@ -197,6 +221,36 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -
     print(summary_line(suite))
 
 
+def _own_verifier(kind: str) -> tuple[Callable[..., Any], str]:
+    """The package's verifier of a kind, the one ``prove --kind`` runs without ``--verifier``."""
+    if kind == "block":
+        from .block import verify_block
+
+        return verify_block, "verify_block"
+    if kind == "tree":
+        from .tree import verify_tree
+
+        return verify_tree, "verify_tree"
+    return verify, "verify"
+
+
+def exact_table(suite: SuiteResult) -> str:
+    """The exact court's rows: TV of each law from the target's, exact tokens, verdict."""
+    lines = [f"Exact court ({suite.kind}): TV from the target's law by enumeration; lossless iff TV <= 1e-12.",
+             f"{'problem':34s} {'verifier':30s} {'TV':>10s} {'tokens':>7s} verdict"]  # fmt: skip
+    for e in suite.exact:
+        lines.append(f"{e.problem:34s} {e.verifier:30s} {_num(e.tv, '10.3g')} {_num(e.tokens, '7.3f')} {e.verdict}"
+                     + (f" ({e.refused})" if e.refused else ""))  # fmt: skip
+    return "\n".join(lines)
+
+
+def _exact_json(e: Any) -> dict[str, Any]:
+    tv = e.tv if math.isfinite(e.tv) else None
+    tokens = e.tokens if math.isfinite(e.tokens) else None
+    return {"problem": e.problem, "verifier": e.verifier, "is_bug": e.is_bug, "tv": tv, "tokens": tokens,
+            "verdict": e.verdict, "refused": e.refused}  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
@@ -204,11 +258,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _list()
         return EXIT_OK
     try:
-        verifier, vname = verify, "verify"
+        if args.kind not in KINDS:
+            raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
+        verifier, vname = _own_verifier(args.kind)
         if args.verifier:
             verifier, vname = load_verifier(args.verifier), args.verifier
-        bugs = _csv(args.bugs)
-        cases = plan(_csv(args.scenarios), bugs, matrix=args.matrix)
+        bugs = _csv(args.bugs, tuple(kind_controls(args.kind)))
+        cases = plan(_csv(args.scenarios), bugs, matrix=args.matrix, kind=args.kind)
         if not any(c.bug is None for c in cases):
             raise InputError("--scenarios", "at least one case to run", "none selected")
         if args.n < 1:
@@ -228,14 +284,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{i:>2}/{total}] {r.scenario} / {r.verifier}: {r.verdict} ({r.seconds:.1f} s)", file=sys.stderr)
 
     suite = run_suite(cases, verifier, verifier_name=vname, n=args.n, seed=args.seed, alpha=args.alpha,
-                      progress=progress)  # fmt: skip
+                      progress=progress, kind=args.kind)  # fmt: skip
     elapsed = time.perf_counter() - t0
     if args.json:
         out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
                "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,
                "negative_controls": {"run": suite.controls, "note": controls_line(suite)},
                "summary": summary_line(suite), "verifier": vname, "n": args.n, "seed": args.seed,
-               "alpha": args.alpha, "seconds": round(elapsed, 2),
+               "alpha": args.alpha, "seconds": round(elapsed, 2), "kind": args.kind,
+               "exact": [_exact_json(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:

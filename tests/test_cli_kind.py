@@ -1,0 +1,69 @@
+"""``python -m specviz prove --kind chain|block|tree``: each kind's verifier against its own controls.
+
+Small N (20,000 sequences, level 0.001, one or two scenarios): enough power at TV 0.05 on the
+reference scenario, so every verdict below is conclusive; the exact court decides beside it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz import cli, prove
+
+FAST = ["--n", "20000", "--quiet", "--scenarios", "reference"]
+
+
+def test_block_kind_passes_verify_block_and_catches_its_controls(capsys):
+    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.block:verify_block", *FAST])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_OK, out
+    n = len(prove.kind_controls("block"))
+    assert n == 3 and f"{n} of {n} bugs run on these scenarios were caught" in out
+    assert "Exact court (block)" in out
+    court_rows = [line for line in out.splitlines() if line.startswith("reference ") and "caught" in line]
+    assert len(court_rows) >= 2 * n  # each control caught by the sampled tests and by the court
+
+
+def test_block_kind_fails_the_lossy_last_threshold_with_an_explanation(capsys):
+    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.block:verify_block_lossy", *FAST])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_FAIL
+    assert "FAIL reference / specviz.block:verify_block_lossy:" in out
+    assert "nearest known bugs by TV to the observed law: block_lossy_last" in out  # its own law is nearest
+    assert "is lossy by the exact court on reference: TV 0.0768" in out
+
+
+def test_chain_verifier_as_block_fails_on_tokens_per_step(capsys):
+    # The chain is lossless but keeps fewer drafts: held to block's exact tokens it fails, law passing.
+    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.verify:verify", "--bugs", "none", *FAST])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_FAIL and "the law passes and only tokens per step fail" in out
+
+
+def test_tree_kind_runs_trees_through_the_court(capsys):
+    rc = cli.main(["prove", "--kind", "tree", *FAST])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_OK, out
+    assert "tree [-1, 0, 0] sample L=2" in out and "tree_resample_from_p" in out
+    rows = [line for line in out.splitlines() if line.startswith("tree [")]
+    assert sum(line.endswith(" pass") for line in rows) == len(prove.TREE_PROBLEMS)
+    assert sum(line.endswith(" caught") for line in rows) == len(prove.TREE_PROBLEMS)
+
+
+def test_tree_kind_fails_a_tree_mistake_given_as_the_verifier(capsys):
+    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.prove:_tree_resample_from_p", "--bugs", "none",
+                   *FAST])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_FAIL and "is lossy by the exact court on tree [-1, 0, 0] sample L=2" in out
+
+
+@pytest.mark.parametrize("kind", ["bogus", "Block", ""])
+def test_bad_kind_exits_2_naming_kind(kind, capsys):
+    assert cli.main(["prove", "--kind", kind]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--kind" in err and "chain, block, tree" in err
+
+
+def test_bugs_of_another_kind_are_refused(capsys):
+    assert cli.main(["prove", "--kind", "block", "--bugs", "shared_uniform", *FAST]) == cli.EXIT_USAGE
+    assert "bugs: expected names from: block_lossy_last" in capsys.readouterr().err
