@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import InputError, court, links, presenter, prove, results, tree
+from specviz import InputError, block_trace, court, figures, links, presenter, prove, results, tree
 
 S = "verifiers."
 MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 answers in a few seconds
@@ -201,6 +201,27 @@ if source in (TOY, PQ) and rows is not None:
     st.dataframe(tree.trace(one, traced), hide_index=True, key=S + "trace")
 else:
     st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
+
+st.divider()
+st.subheader("One block verification, step by step")
+st.caption(
+    "Block verification (specviz.block) on the pair above: K drafts drawn from q, then per draft its weight "
+    "w_i = min(1, w_(i-1) p(x_i) / q(x_i)), its threshold h_i = m_i / (m_i + 1 - w_i) (the last one h_K = w_K) and "
+    "the uniform eta_i compared with it. Every uniform is looked at: tau, the drafts kept, is the LAST i with "
+    "eta_i < h_i, so a later pass rescues earlier failures. Then one token: the bonus from p if tau = K, else from "
+    "the residual (w_tau p - q)+ normalized. The seed above draws the drafts and the uniforms."
+)
+if source in (TOY, PQ) and rows is not None:
+    bp, bq, bK = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
+    steps = block_trace.seeded_block_trace(bp, bq, bK, int(seed))
+    st.plotly_chart(presenter.chart(figures.block_steps(steps), st.session_state), key=S + "block_chart")
+    st.dataframe(block_trace.trace_rows(steps), hide_index=True, key=S + "block_steps")
+    st.markdown(
+        f"Kept **tau = {steps.tau}** of {bK} drafts; emitted {steps.tokens}. The last token, **{steps.token}**, came "
+        f"from {steps.source}: {np.round(steps.source_row, 4).tolist()} (sample uniform {steps.sample_uniform:.4f})."
+    )
+else:
+    st.info("The block step by step is shown for the context-free problems: the toy example or your own p and q.")
 
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:

@@ -535,3 +535,33 @@ def continuation_comparison(law: np.ndarray, counts: np.ndarray, labels: Sequenc
     fig.update_xaxes(tickangle=-60)
     return _layout(fig, f"Next characters: exact against observed ({int(n):,} sequences)", barmode="group",
                    yaxis_title="probability", height=400)  # fmt: skip
+
+
+# --- block verification, one step at a time ----------------------------------------------------
+
+
+def block_steps(trace: Any) -> go.Figure:
+    """One block verification (a :class:`specviz.block_trace.BlockTrace`): per draft its threshold
+    h_i (bars) and the uniform eta_i compared with it (diamonds), then the distribution the last
+    token came from. Threshold bars are green for the kept drafts x_1 .. x_tau (a pass at i keeps
+    every draft up to i, even those whose own uniform failed) and grey after tau; in the right
+    panel the drawn token is purple, the rest blue for the bonus row p_j or orange for the residual."""
+    j = len(trace.thresholds)
+    names = [f"x{i + 1} = {int(t)}" for i, t in enumerate(trace.draft_tokens)]
+    kept = [ACCEPTED if i < trace.tau else NOT_REACHED for i in range(j)]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
+                        subplot_titles=(f"thresholds h_i and uniforms eta_i: tau = {trace.tau}",
+                                        "the last token's distribution"))  # fmt: skip
+    fig.add_bar(x=names, y=trace.thresholds, marker_color=kept, name="threshold h_i",
+                customdata=trace.weights[1:], row=1, col=1,
+                hovertemplate="%{x}<br>h = %{y:.4f}<br>w = %{customdata:.4f}<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=names, y=trace.uniforms, mode="markers", marker=dict(symbol="diamond", size=14, color=TARGET),
+                    name="uniform eta_i (passes when below h_i)", row=1, col=1)  # fmt: skip
+    V = len(trace.source_row)
+    colors = [BONUS if trace.bonus else REPLACED if v != trace.token else LAW for v in range(V)]
+    fig.add_bar(x=_tokens(V), y=trace.source_row, marker_color=colors, name=trace.source, row=1, col=2,
+                hovertemplate="%{x}<br>%{y:.4f}<extra></extra>")  # fmt: skip
+    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
+    return _layout(fig, f"One block verification: kept {trace.tau} of {j}, then token {trace.token} from "
+                   f"{trace.source}", height=420)  # fmt: skip

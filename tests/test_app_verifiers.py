@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from specviz import court, tree
+from specviz.block import block_thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "app_pages" / "verifiers.py")
@@ -107,7 +109,7 @@ def test_traced_tree_changes_with_the_seed():
 
 def test_measure_button_runs_every_rule_beside_its_exact_figure():
     at = run(AppTest.from_file(PAGE, default_timeout=120))
-    assert len(at.dataframe) == 3  # no measurement before the click
+    assert len(at.dataframe) == 4  # no measurement before the click
     at.number_input(key="verifiers.n").set_value(2_000)
     at.button(key="verifiers.measure").click()
     run(at)
@@ -118,3 +120,25 @@ def test_measure_button_runs_every_rule_beside_its_exact_figure():
     assert all(abs(r["z"]) < 6 for r in measured if r["z"] == r["z"])  # NaN z: a rule with no spread
     link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert link["n"] == "2000"
+
+
+def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    toy_p, toy_q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
+    seen = []
+    for seed in (0, 1, 2, 3):
+        at.number_input(key="verifiers.seed").set_value(seed)
+        run(at)
+        rows = at.dataframe[-1].value.to_dict("records")  # the block's table is the page's last
+        x = np.array([[r["token x_i"] for r in rows]])
+        thr = block_thresholds(np.array([[toy_p] * 3]), np.array([[toy_q] * 2]), x, [2])
+        assert [r["threshold h_i"] for r in rows] == thr.thresholds[0].tolist()  # the package's numbers
+        assert [r["weight w_i"] for r in rows] == thr.weights[0, 1:].tolist()
+        tau = max([i + 1 for i, r in enumerate(rows) if r["uniform eta_i"] < r["threshold h_i"]], default=0)
+        assert [r["kept"] for r in rows] == [i < tau for i in range(2)]  # the last passing uniform decides
+        seen.append(str(rows))
+        link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+        assert link["seed"] == str(seed) or (seed == 0 and "seed" not in link)
+    assert len(set(seen)) > 1  # other drafts and uniforms with another seed
+    figs = [c for c in at.get("plotly_chart")]
+    assert len(figs) == 2  # the court's chart and the block's drawing
