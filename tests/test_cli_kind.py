@@ -67,3 +67,22 @@ def test_bad_kind_exits_2_naming_kind(kind, capsys):
 def test_bugs_of_another_kind_are_refused(capsys):
     assert cli.main(["prove", "--kind", "block", "--bugs", "shared_uniform", *FAST]) == cli.EXIT_USAGE
     assert "bugs: expected names from: block_lossy_last" in capsys.readouterr().err
+
+
+def test_tree_kind_takes_a_verify_signature_tree_verifier_too(capsys):
+    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.tree:verify_tree_chain", "--bugs", "none", *FAST])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_OK, out
+    row = next(line for line in out.splitlines() if line.startswith("reference ") and "verify_tree_chain" in line)
+    assert row.endswith(" pass")  # judged by court.judge on the scenario: a chain-shaped tree
+
+
+def test_json_carries_the_kind_and_the_courts_rows(capsys):
+    import json
+
+    rc = cli.main(["prove", "--kind", "block", "--json", "--bugs", "block_residual_from_p", *FAST])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == cli.EXIT_OK and data["kind"] == "block" and data["verifier"] == "verify_block"
+    by = {e["verifier"]: e for e in data["exact"]}
+    assert by["verify_block"]["verdict"] == "pass" and by["verify_block"]["tv"] < 1e-12
+    assert by["block_residual_from_p"]["verdict"] == "caught" and by["block_residual_from_p"]["tv"] > 0.2
