@@ -274,3 +274,25 @@ def test_fault_entries_are_documented():
         f = FAULTS[name]
         assert f.explanation and f.caught_by and not f.changes_law and name not in BUGS
         assert "test_engine_bugs.py" in f.caught_by
+
+
+@pytest.mark.parametrize("kernels", ["numpy_views", "torch"])
+@pytest.mark.parametrize("name", NEW)
+def test_new_bugs_give_the_same_tokens_on_numpy_and_torch(name, kernels, monkeypatch):
+    """Same explicit uniforms, same tokens: torch CPU tensors (NumPy views, or the torch kernels forced)."""
+    torch = pytest.importorskip("torch")
+    import specviz._sample
+
+    if kernels == "torch":
+        monkeypatch.setattr(specviz._sample, "_numpy_viewable", lambda P, Q: False)
+    rng = np.random.default_rng(8)
+    B, K, V = 64, 3, 7
+    P, Q = rng.dirichlet(np.ones(V), (B, K + 1)), rng.dirichlet(np.ones(V), (B, K))
+    x, j = rng.integers(0, V, (B, K)), rng.integers(0, K + 1, B)
+    u = Uniforms(rng.random((B, K)), rng.random(B))
+    fn = BUGS[name].verifier
+    for q in (Q, None):
+        a = fn(P, q, x, j, uniforms=u)
+        t = fn(torch.tensor(P), None if q is None else torch.tensor(q), torch.tensor(x), torch.tensor(j),
+               uniforms=Uniforms(torch.tensor(u.accept), torch.tensor(u.sample)))  # fmt: skip
+        assert (np.asarray(t.tokens) == a.tokens).all() and (np.asarray(t.num_tokens) == a.num_tokens).all(), name
