@@ -29,6 +29,15 @@ one the bonus. With L = K every first round's bonus is token K + 1, outside the 
 window, and later rounds start past token 1; so a verifier wrong only in the bonus of full
 rows would pass every L = K scenario. The suite therefore has scenarios with L > K (L = K + 1,
 ragged too, and K = 1 with L = 3); :attr:`Scenario.covers` says what each one sees.
+
+Kinds of verifier (:data:`KINDS`, ``prove --kind``): "chain" is the above. "block" holds the
+verifier to block verification's own exact tokens per step
+(:func:`specviz.block_trace.block_expected_tokens`, more than the chain's) and runs block
+verification's mistakes as controls; "tree" takes :func:`specviz.tree.verify_tree`'s signature
+(run on the scenarios as chain-shaped trees, :func:`as_chain`) or verify's, with tree
+verification's mistakes as controls. For both, :func:`exact_court` adds the court's exact TV:
+per scenario by :func:`specviz.court.judge`, and on the small trees of :data:`TREE_PROBLEMS` by
+:func:`specviz.court.judge_tree`. :func:`kind_controls` lists each kind's controls.
 """
 
 from __future__ import annotations
