@@ -268,7 +268,8 @@ FAULTS: dict[str, Fault] = {
             "returns the end of the row, token id V, which does not exist. specviz refuses the row "
             "instead: process_logits raises on an all -inf row, and verify (validate True or False, "
             "NumPy or torch) raises InputError when a row it reads is NaN, as do the verifiers of the "
-            "bug catalogue; none of them emits a token outside [0, V).",
+            "bug catalogue, but one: unclamped_residual with validate=False searches the NaN running sum "
+            "itself and falls through to its last token, V - 1. None of them emits a token outside [0, V).",
             "a direct test of verify and every verifier in specviz.bugs.BUGS on a NaN row, NumPy and "
             "torch (tests/test_engine_bugs.py): robustness, not law",
             False,
