@@ -236,7 +236,8 @@ def _own_verifier(kind: str) -> tuple[Callable[..., Any], str]:
 
 def exact_table(suite: SuiteResult) -> str:
     """The exact court's rows: TV of each law from the target's, exact tokens, verdict."""
-    lines = [f"Exact court ({suite.kind}): TV from the target's law by enumeration; lossless iff TV <= 1e-12.",
+    lines = [f"Exact court ({suite.kind}): TV from the target's law by enumeration (lossless iff TV <= 1e-12); "
+             "tokens: exact expected tokens of the first verification.",
              f"{'problem':34s} {'verifier':30s} {'TV':>10s} {'tokens':>7s} verdict"]  # fmt: skip
     for e in suite.exact:
         lines.append(f"{e.problem:34s} {e.verifier:30s} {_num(e.tv, '10.3g')} {_num(e.tokens, '7.3f')} {e.verdict}"
