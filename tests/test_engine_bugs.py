@@ -299,3 +299,45 @@ def test_new_bugs_give_the_same_tokens_on_numpy_and_torch(name, kernels, monkeyp
         t = fn(torch.tensor(P), None if q is None else torch.tensor(q), torch.tensor(x), torch.tensor(j),
                uniforms=Uniforms(torch.tensor(u.accept), torch.tensor(u.sample)))  # fmt: skip
         assert (np.asarray(t.tokens) == a.tokens).all() and (np.asarray(t.num_tokens) == a.num_tokens).all(), name
+
+
+def test_the_real_shared_stream_end_to_end_follows_the_wrappers_exact_law():
+    """Rounds over prove's reference chains where each draft's inverse-CDF uniform is handed to verify
+    as its acceptance coin (the fault itself, not the wrapper): the joint law of 3 tokens passes the
+    chi-square against the wrapper's exact law (level stats.ALPHA, fixed seed) and fails against the
+    target's (the negative control)."""
+    from specviz import stats
+    from specviz.markov import START
+    from specviz.simulate import build_round
+
+    sc = prove.SCENARIOS["reference"]
+    target, dchain = prove.scenario_chains(sc)
+    icdf = dchain.inverse_cdf()
+    n, L, K = 60_000, sc.L, sc.K
+    rng = np.random.default_rng(11)
+    out = np.full((n, L + K + 1), -1, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    active = np.arange(n)
+    while active.size:
+        A = active.size
+        ctx = np.where(length[active] > 0, out[active, np.maximum(length[active] - 1, 0)], START)
+        u = rng.random((A, K))  # the drafter's uniforms
+        drafts, code = np.empty((A, K), dtype=np.int64), ctx + 1
+        for i in range(K):
+            drafts[:, i] = icdf.draw(code, u[:, i])
+            code = drafts[:, i] + 1
+        rnd = build_round(target, Drafter(dchain), ctx, drafts, np.full(A, K))
+        res = verify(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens, rnd.num_draft,
+                     uniforms=Uniforms(u, rng.random(A)))  # fmt: skip
+        num = np.asarray(res.num_tokens)
+        for t in range(K + 1):
+            rows = active[num > t]
+            out[rows, length[rows] + t] = np.asarray(res.tokens)[num > t, t]
+        length[active] += num
+        active = active[length[active] < L]
+    observed = stats.counts(out[:, :L], sc.V, L)
+    law = prove.exact_bug_law("reference", "shared_noise_stream")
+    fit = stats.chi_square(observed, law, alpha=stats.ALPHA)
+    assert fit.passed, fit
+    control = stats.chi_square(observed, target.joint_law(L).ravel(), alpha=stats.ALPHA)
+    assert not control.passed, control
