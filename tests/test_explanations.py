@@ -691,3 +691,16 @@ def test_engine_bug_position_laws_match_enumeration():
             for K in (1, 2):
                 law = exact_law(name, p, q, K=K)
                 assert abs(law - theory.position_law(p, q, name, K=K)).max() < 1e-9, (name, K)
+
+
+def test_readme_lists_the_whole_bug_catalogue():
+    from specviz import engine_bugs
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    start = text.index("**The bug catalogue**")
+    section = text[start : text.index("**Other kinds of verifier.**")]
+    for name in list(BUGS) + list(engine_bugs.FAULTS):
+        assert f"`{name}`" in section, name
+    assert "`no_bonus` (lossless but slower)" in section and not BUGS["no_bonus"].changes_law
+    for name in engine_bugs.FAULTS:
+        assert not engine_bugs.FAULTS[name].changes_law
