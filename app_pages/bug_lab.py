@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, presenter, prove, results, stats
+from specviz import InputError, engine_bugs, figures, limits, links, presenter, prove, results, stats
 from specviz.bugs import BUGS
 
 S = "buglab."
@@ -69,6 +69,10 @@ with left:
     st.caption(f"**{sc.title}.** {sc.description} V = {sc.V}, L = {sc.L}, K = {sc.K}.")
     if scenario != home_scenario(bug):
         st.caption(f"This bug's home scenario is '{home_scenario(bug)}'.")
+    with st.expander(f"{len(engine_bugs.FAULTS)} more failures no test of the law can see"):
+        for fault in engine_bugs.FAULTS.values():
+            st.markdown(f"**{fault.name}: {fault.title}.** {fault.explanation}")
+            st.caption(f"Caught by: {fault.caught_by}.")
 with right:
     prediction = st.radio("Your prediction", PREDICTIONS, index=None, key=S + "prediction")
     n_asked = st.number_input("N sequences", min_value=1, step=10_000, key=S + "n")

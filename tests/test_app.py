@@ -486,3 +486,12 @@ def test_home_numbers_are_the_computed_ones():
     )
     listed = ", ".join(f"{n:,}" for n in sizes[:-1]) + f" or {sizes[-1]:,}"
     assert f"sample {listed} times" in texts(at.caption)
+
+
+def test_bug_lab_lists_the_faults_tested_directly():
+    from specviz import engine_bugs
+
+    at = open_page("app_pages/bug_lab.py")
+    shown = " ".join(m.value for m in at.markdown)
+    for name, fault in engine_bugs.FAULTS.items():
+        assert f"**{name}: {fault.title}.**" in shown
