@@ -13,20 +13,20 @@ from specviz.processing import Settings
 S = "settings."
 SOURCES = ("preset", "random", "typed")
 MAX_K = 8
-DEFAULT_PRESET = "hot drafter"
 MAX_TOP_K = sd.MAX_TYPED_V
+REQ, DRA = sd.DEFAULT_REQUEST, sd.DEFAULT_DRAFTER
 PARAMS = [
     links.choice_param("source", "preset", SOURCES),
-    links.choice_param("preset", DEFAULT_PRESET, list(sd.PRESETS)),
+    links.choice_param("preset", sd.DEFAULT_PRESET, list(sd.PRESETS)),
     links.int_param("seed", 0, 0, 2**32 - 1),
-    links.text_param("tl", ", ".join(f"{v:g}" for v in sd.PRESETS[DEFAULT_PRESET][0]), 1000),
-    links.text_param("dl", ", ".join(f"{v:g}" for v in sd.PRESETS[DEFAULT_PRESET][1]), 1000),
-    links.float_param("rT", 1.0, 0.0, 5.0),
-    links.int_param("rk", 0, 0, MAX_TOP_K),
-    links.float_param("rp", 1.0, 0.01, 1.0),
-    links.float_param("dT", 1.0, 0.0, 5.0),
-    links.int_param("dk", 0, 0, MAX_TOP_K),
-    links.float_param("dp", 1.0, 0.01, 1.0),
+    links.text_param("tl", ", ".join(f"{v:g}" for v in sd.PRESETS[sd.DEFAULT_PRESET][0]), 1000),
+    links.text_param("dl", ", ".join(f"{v:g}" for v in sd.PRESETS[sd.DEFAULT_PRESET][1]), 1000),
+    links.float_param("rT", REQ.temperature, 0.0, 5.0),
+    links.int_param("rk", REQ.top_k, 0, MAX_TOP_K),
+    links.float_param("rp", REQ.top_p, 0.01, 1.0),
+    links.float_param("dT", DRA.temperature, 0.0, 5.0),
+    links.int_param("dk", DRA.top_k, 0, MAX_TOP_K),
+    links.float_param("dp", DRA.top_p, 0.01, 1.0),
     links.int_param("K", 3, 1, MAX_K),
     links.choice_param("knob", "temperature", list(sd.KNOBS)),
     links.choice_param("pipeline", "correct", ["correct", "q_unprocessed", "target_unprocessed"]),
@@ -133,20 +133,22 @@ table = pd.DataFrame(
     [
         {
             "pipeline": pl.name,
-            "verdict": "✓ lossless" if pl.lossless else "✗ lossy",
-            "TV from plain decoding": f"{pl.tv_plain:.3g}",
-            "TV from the raw target": f"{pl.tv_raw:.3g}",
-            "acceptance": round(pl.acceptance, 6),
+            "verdict": "✓\u00a0lossless" if pl.lossless else "✗\u00a0lossy",  # no break between mark and word
+            "TV from plain decoding": sd.format_tv(pl.tv_plain),
+            "TV from the raw target": sd.format_tv(pl.tv_raw),
+            "acceptance": f"{pl.acceptance:.4f}",
             "what the verifier is given": pl.description,
         }
         for pl in rep.pipelines
     ]
 )
-st.dataframe(table, hide_index=True, key=S + "pipelines")
+# A static table wraps its cells (a data grid would cut the long last column off).
+st.table(table, hide_index=True)
 st.caption(
-    f"Lossless means TV from plain decoding below {sd.LOSSLESS_TV:g} (float64 rounding of these closed forms is "
-    "about 1e-16 per token). A mismatch bug is lossy only when its side's settings change that side's law: with "
-    "default settings everywhere all three coincide."
+    f"Lossless means TV from plain decoding below {sd.LOSSLESS_TV:g}, shown as 0 (to {sd.LOSSLESS_TV:g}): float64 "
+    "rounding of these closed forms is about 1e-16 per token. A mismatch bug is lossy only when its side's settings "
+    "change that side's law (q_unprocessed the drafter's, target_unprocessed the request's): with default settings "
+    "everywhere (temperature 1, top-k 0, top-p 1) all three coincide."
 )
 names = [pl.name for pl in rep.pipelines]
 shown_pipeline = st.radio("Draw the exact law of", names, horizontal=True, key=S + "pipeline")
@@ -154,7 +156,9 @@ shown["pipeline"] = shown_pipeline
 pl = rep.pipelines[names.index(shown_pipeline)]
 law_fig = figures.law_comparison(rep.p, pl.law, law_name=f"{pl.name}: exact law of the first token")
 st.plotly_chart(presenter.chart(law_fig, st.session_state), key=S + "law")
-st.caption(f"Target p here is plain decoding with the request's settings. TV between the two: {pl.tv_plain:.3g}.")
+st.caption(
+    f"Target p here is plain decoding with the request's settings. TV between the two: {sd.format_tv(pl.tv_plain)}."
+)
 
 st.divider()
 st.subheader("Sweep one of the drafter's settings")

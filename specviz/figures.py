@@ -482,8 +482,13 @@ def sweep_curve(values: Sequence[float], acceptance: Sequence[float], tokens_per
     if current is not None:
         fig.add_vline(x=current, line=dict(color=REPLACED, dash="dot", width=2), annotation_text="current")
     fig.update_xaxes(title=f"drafter's {knob}")
-    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], secondary_y=False)
-    fig.update_yaxes(title_text="tokens per step", secondary_y=True)
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], dtick=0.2, secondary_y=False)
+    # Tokens per step run from 1 (a = 0) to K + 1 (a = 1): the right axis spans exactly that, scaled like the
+    # left one, with round ticks of its own (left to itself, it picks ticks like 1.351, 1.847 to match the grid).
+    k = float(K) if K else max(1.0, float(np.ceil(max(tokens_per_step))) - 1.0)
+    step = 1.0 if k >= 3 else 0.5 if k >= 2 else 0.25
+    fig.update_yaxes(title_text="tokens per step", range=[1.0, 1.0 + 1.02 * k], tickmode="linear", tick0=1.0,
+                     dtick=step, showgrid=False, secondary_y=True)  # fmt: skip
     return _layout(fig, f"Acceptance and tokens per step as the drafter's {knob} varies", height=380)
 
 

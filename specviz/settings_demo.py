@@ -47,6 +47,11 @@ PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {
     ),
 }
 KNOBS = ("temperature", "top_k", "top_p")
+# The page's first view: settings on both sides change their side's law, so the two mismatch
+# pipelines are visibly lossy there (with default settings everywhere all three coincide).
+DEFAULT_PRESET = "hot drafter"
+DEFAULT_REQUEST = Settings(top_p=0.9)
+DEFAULT_DRAFTER = Settings(top_k=4)
 
 
 class Pipeline(NamedTuple):
@@ -62,6 +67,15 @@ class Pipeline(NamedTuple):
 
 
 LOSSLESS_TV = 1e-12  # float64 rounding of these closed forms is ~1e-16 per token
+
+
+def format_tv(tv: float) -> str:
+    """A total variation as the page shows it: below :data:`LOSSLESS_TV` it is rounding noise of
+    the closed forms (e.g. 6e-17), shown as the bound ``"0 (to 1e-12)"`` instead of the noise."""
+    tv = float(tv)
+    if not tv == tv:  # NaN
+        raise InputError("tv", "a total variation in [0, 1]", "nan")
+    return f"0 (to {LOSSLESS_TV:g})" if tv < LOSSLESS_TV else f"{tv:.3g}"
 
 
 class SettingsReport(NamedTuple):

@@ -139,3 +139,27 @@ def test_a_mismatch_is_lossy_only_when_its_side_settings_change_its_law():
         for name in lossy_seen:
             lossy_seen[name] += not by[name].lossless
     assert unchanged > 50 and min(lossy_seen.values()) > 50  # both branches happen often: neither check is vacuous
+
+
+def test_the_page_defaults_show_both_mismatches_lossy_and_the_correct_pipeline_lossless():
+    zt, zd, _ = sd.PRESETS[sd.DEFAULT_PRESET]
+    rep = sd.settings_report(zt, zd, sd.DEFAULT_REQUEST, sd.DEFAULT_DRAFTER)
+    by = {pl.name: pl for pl in rep.pipelines}
+    assert by["correct"].lossless
+    # Visibly lossy: far above rounding, and each mismatch has its own TV.
+    assert by["q_unprocessed"].tv_plain > 0.01 and by["target_unprocessed"].tv_plain > 0.01
+    assert abs(by["q_unprocessed"].tv_plain - by["target_unprocessed"].tv_plain) > 1e-3
+    assert rep.removed_p.any() and rep.removed_q.any()  # both sides' settings remove tokens in the bars
+
+
+def test_format_tv_shows_the_bound_for_rounding_noise_and_the_value_otherwise():
+    zt, zd, _ = sd.PRESETS["hot drafter"]
+    plain = sd.settings_report(zt, zd, Settings(), Settings())
+    noise = [pl.tv_plain for pl in plain.pipelines]
+    assert any(tv > 0 for tv in noise)  # the closed forms leave float noise (6e-17 here): the case to format
+    assert all(sd.format_tv(tv) == "0 (to 1e-12)" for tv in noise)
+    assert sd.format_tv(0.0) == "0 (to 1e-12)"
+    # Control: a TV at the bound, or a real one, is printed as its value.
+    assert sd.format_tv(sd.LOSSLESS_TV) == "1e-12" and sd.format_tv(0.0676) == "0.0676"
+    with pytest.raises(ValueError, match="^tv"):
+        sd.format_tv(float("nan"))
