@@ -27,6 +27,7 @@ PARAMS = [
     links.int_param("rounds", 0, 0, MAX_ROUNDS),
     links.int_param("n", text.MAX_CHECK_N, 1, 10**12),
     links.choice_param("bug", NONE, BUG_NAMES),
+    links.bool_param("rej", False),
 ]
 
 
@@ -94,26 +95,34 @@ with left:
     K = st.slider("Drafts per round K", 1, MAX_K, key=S + "K")
     T = st.slider("Temperature (both models; 0 is greedy)", 0.0, 2.0, step=0.1, key=S + "T")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
-    rounds = int(st.session_state[S + "rounds"])
-    b = st.columns(3)
-    b[0].button("Step", key=S + "step", on_click=set_rounds, args=(rounds + 1,), disabled=rounds >= MAX_ROUNDS)
-    b[1].button(f"Run to {RUN_TO} characters", key=S + "run", on_click=run_to)
-    b[2].button("Clear", key=S + "clear", on_click=set_rounds, args=(0,))
     st.caption(
         f"Round r draws its random numbers from (seed, r): the link reproduces the text round by round "
         f"(at most {MAX_ROUNDS} rounds)."
     )
 
 rounds = int(st.session_state[S + "rounds"])
+with right:
+    # The controls sit over the text they write, in one row sized to their labels (three equal columns in the
+    # narrow left column wrapped "Run to 200 characters" at 1280 px).
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        st.button("Step", key=S + "step", on_click=set_rounds, args=(rounds + 1,), disabled=rounds >= MAX_ROUNDS,
+                  wrap=False)  # fmt: skip
+        st.button(f"Run to {RUN_TO} characters", key=S + "run", on_click=run_to, wrap=False)
+        st.button("Clear", key=S + "clear", on_click=set_rounds, args=(0,), wrap=False)
+        show_rejected = st.toggle("show rejected drafts", key=S + "rej",
+                                  help="Struck through where they were proposed. Off, the text reads as text and a "
+                                       "replacement's tooltip names the draft it replaced.")  # fmt: skip
 steps = transcript(prompt, int(K), float(T), int(seed), rounds, None)
 with right:
+    kinds = (("accepted", "accepted draft"), ("rejected", "rejected draft (not in the text)"),
+             ("replaced", "replacement"), ("bonus", "bonus"))  # fmt: skip
     legend = " ".join(
         f'<span style="color:{COLORS[k]}{";text-decoration:line-through" if k == "rejected" else ""}">■ {name}</span>'
-        for k, name in (("accepted", "accepted draft"), ("rejected", "rejected draft (not in the text)"),
-                        ("replaced", "replacement"), ("bonus", "bonus"))
-    )  # fmt: skip
+        for k, name in kinds
+        if show_rejected or k != "rejected"
+    )
     st.html(f"<div>{legend}</div>")
-    st.html(text.transcript_html(text.encode(prompt).tolist(), steps, COLORS))
+    st.html(text.transcript_html(text.encode(prompt).tolist(), steps, COLORS, show_rejected=bool(show_rejected)))
     if not steps:
         st.info("Click **Step** for one round, or run to 200 characters. Hover a character for its p, q and coin.")
     measured, expected = text.tokens_per_call(steps)
@@ -140,7 +149,7 @@ with right:
         st.caption(f"Round {len(steps)}: emitted {text.decode(last.emitted)!r}" + (" (bonus)" if last.bonus else ""))
         st.dataframe(pd.DataFrame(rows), hide_index=True, key=S + "last_round")
 
-shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug")}
+shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug", "rej")}
 
 st.divider()
 st.subheader("Check exactness")

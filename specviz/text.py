@@ -310,13 +310,16 @@ def _char(t: int) -> str:
     return "↵\n" if c == "\n" else c
 
 
-def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[str, str]) -> str:
+def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[str, str],
+                    show_rejected: bool = True) -> str:  # fmt: skip
     """The prompt and each round's tokens as escaped HTML spans with a hover title.
 
     ``colors`` maps "accepted", "rejected", "replaced" and "bonus" to CSS colours. Accepted
     drafts, the rejected draft (struck through: it is not part of the text), the replacement and
     the bonus each get their colour; the title gives the round, p(x), q(x) and the coin u
-    (accepted iff u < min(1, p/q)). Every character of the text is escaped.
+    (accepted iff u < min(1, p/q)). With ``show_rejected=False`` the rejected drafts are left
+    out, so the spans read as the generated text alone; the replacement's title then names the
+    draft it replaced. Every character of the text is escaped.
     """
     import html
 
@@ -338,11 +341,15 @@ def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[s
         else:
             i = s.accepted
             ratio = min(1.0, s.p_draft[i] / s.q_draft[i]) if s.q_draft[i] > 0 else 0.0
-            parts.append(span(_char(s.drafts[i]), "rejected", f"round {r}, draft {i + 1}: rejected\n"
-                              f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
-                              f"coin u = {s.coins[i]:.4f} >= {ratio:.4f}"))  # fmt: skip
-            parts.append(span(_char(s.emitted[-1]), "replaced", f"round {r}: replacement drawn from "
-                              f"(p - q)+ normalized at draft position {i + 1}"))  # fmt: skip
+            why = (f"round {r}, draft {i + 1}: rejected\n"
+                   f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
+                   f"coin u = {s.coins[i]:.4f} >= {ratio:.4f}")  # fmt: skip
+            if show_rejected:
+                parts.append(span(_char(s.drafts[i]), "rejected", why))
+            replaced = f"round {r}: replacement drawn from (p - q)+ normalized at draft position {i + 1}"
+            if not show_rejected:
+                replaced += f"\nin place of {ALPHABET[int(s.drafts[i])]!r}, " + why
+            parts.append(span(_char(s.emitted[-1]), "replaced", replaced))
     return '<div class="sv-transcript" style="font-family:monospace;white-space:pre-wrap">' + "".join(parts) + "</div>"
 
 

@@ -198,3 +198,27 @@ def test_readme_names_the_model_orders_the_code_uses():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     names = {2: "bigram", 3: "trigram", 4: "4-gram", 5: "5-gram"}
     assert f"{names[text.TARGET_ORDER]} target and a {names[text.DRAFT_ORDER]} drafter" in " ".join(readme.split())
+
+
+def test_transcript_html_without_rejected_drafts_reads_as_the_generated_text():
+    import html as htmllib
+    import re
+
+    pair = text.trained_pair()
+    prompt = text.encode("The <b> & ").tolist()
+    steps = text.transcript(pair.target, pair.drafter, prompt, 4, Settings(), 1, rounds=30)
+    colors = {"accepted": "green", "rejected": "grey", "replaced": "orange", "bonus": "blue"}
+    assert sum(not x.bonus for x in steps) > 0  # rejections occur, so leaving them out is visible
+
+    def shown(markup: str) -> str:
+        return htmllib.unescape(re.sub(r"<[^>]*>", "", markup)).replace("↵", "")
+
+    want = text.decode(prompt) + "".join(text.decode(x.emitted) for x in steps)
+    quiet = text.transcript_html(prompt, steps, colors, show_rejected=False)
+    assert 'class="sv-rejected"' not in quiet and shown(quiet) == want
+    assert quiet.count('class="sv-replaced"') == sum(not x.bonus for x in steps)
+    first = next(x for x in steps if not x.bonus)
+    assert f"in place of {text.ALPHABET[first.drafts[first.accepted]]!r}" in htmllib.unescape(quiet)
+    # Control: with the rejected drafts shown, the spans no longer read as the text.
+    loud = text.transcript_html(prompt, steps, colors)
+    assert shown(loud) != want and len(shown(loud)) == len(want) + sum(not x.bonus for x in steps)
