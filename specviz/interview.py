@@ -166,7 +166,8 @@ def questions() -> list[Question]:
     bk = best_K(0.8, 0.05)
     bk_table = speed.speedup_table(0.8, range(1, 17), 0.05)
     ridge = EXAMPLE_PEAK_FLOPS / EXAMPLE_BANDWIDTH
-    cost_small, cost_big = verify_cost(8, 4), verify_cost(256, 4)
+    b_small, b_big, k_roof = 8, 256, 4
+    cost_small, cost_big = verify_cost(b_small, k_roof), verify_cost(b_big, k_roof)
     typ = typical_acceptance_law(p, q, 0.3, 0.6)
     shared = shared_coin_two_token_law(p, q)
     exact2 = np.outer(p, p)
@@ -177,50 +178,51 @@ def questions() -> list[Question]:
             "Target p = [0.5, 0.3, 0.15, 0.05], draft q uniform over 4 tokens. A draft x is accepted with "
             "probability min(1, p(x)/q(x)). What is the probability that the draft is accepted?",
             "number", (), a, 0.005,
-            f"a = sum_x q(x) min(1, p(x)/q(x)) = sum_x min(p(x), q(x)) = {_fmt(a)}. It is also 1 - TV(p, q): "
+            f"a = Σₓ q(x) · min(1, p(x)/q(x)) = Σₓ min(p(x), q(x)) = {_fmt(a)}. It is also 1 − TV(p, q): "
             f"TV = {_fmt(theory.total_variation(p, q))}.",
         ),
         Question(
             "residual", "The residual",
             "After a rejection, which distribution must the replacement token come from for the output to be p?",
-            "choice", ("p itself", "(p - q)+ normalized", "q", "uniform"), "(p - q)+ normalized", 0.0,
-            "Accepted mass is min(p, q); the missing mass is p - min(p, q) = (p - q)+, which sums to 1 - a. "
-            "Drawing the replacement from (p - q)+ / (1 - a) adds exactly it back. Drawing from p instead gives "
-            f"min(p, q) + (1 - a) p = {np.round(wrong, 3).tolist()} here, not p: TV {_fmt(tv_wrong)}.",
+            "choice", ("p itself", "(p − q)₊ normalized", "q", "uniform"), "(p − q)₊ normalized", 0.0,
+            "Accepted mass is min(p, q); the missing mass is p − min(p, q) = (p − q)₊, which sums to 1 − a. "
+            "Drawing the replacement from (p − q)₊ / (1 − a) adds exactly it back. Drawing from p instead gives "
+            f"min(p, q) + (1 − a) · p = {np.round(wrong, 3).tolist()} here, not p: TV {_fmt(tv_wrong)}.",
         ),
         Question(
             "tokens", "Tokens per target pass",
             f"With the acceptance rate above (a = {_fmt(a, 2)}, the same at every position) and K = 3 drafts, how "
             "many tokens does one verification emit on average (accepted drafts plus the replacement or bonus)?",
             "number", (), tok3, 0.01,
-            f"Draft i is reached and accepted with probability a^i, and one more token always comes out: "
-            f"sum_(i=0..K) a^i = (1 - a^(K+1)) / (1 - a) = {_fmt(tok3)}. The off-by-one trap: accepted drafts "
-            f"alone are a (1 - a^K) / (1 - a) = {_fmt(acc3)}.",
+            f"Draft i is reached and accepted with probability aⁱ, and one more token always comes out: "
+            f"Σᵢ₌₀ᴷ aⁱ = (1 − aᴷ⁺¹) / (1 − a) = {_fmt(tok3)}. The off-by-one trap: accepted drafts "
+            f"alone are a (1 − aᴷ) / (1 − a) = {_fmt(acc3)}.",
         ),
         Question(
             "speedup", "Wall-time speedup",
             "Acceptance 0.7, K = 3 drafts, and each drafter step costs c = 0.1 of a target pass. What is the "
             "speedup over plain decoding (target time per token)?",
             "number", (), s, 0.01,
-            f"(1 - a^(K+1)) / ((1 - a)(K c + 1)) = {_fmt(theory.expected_tokens(0.7, 3))} / 1.3 = {_fmt(s)}. "
+            f"(1 − aᴷ⁺¹) / ((1 − a)(K·c + 1)) = {_fmt(theory.expected_tokens(0.7, 3))} / 1.3 = {_fmt(s)}. "
             "At K = 1 the speedup is (1 + a) / (1 + c): there is one iff a > c.",
         ),
         Question(
             "best_k", "The best K",
             "Acceptance 0.8, drafter cost c = 0.05. Which K (1 to 16) maximizes the speedup?",
             "number", (), float(bk), 0.0,
-            f"Tokens per pass saturate at 1 / (1 - a) = {_fmt(1 / (1 - 0.8), 1)} while the cost K c grows linearly; "
-            f"the speedup peaks at K = {bk} ({_fmt(float(bk_table.speedup.max()))}x).",
+            f"Tokens per pass saturate at 1 / (1 − a) = {_fmt(1 / (1 - 0.8), 1)} while the cost K·c grows linearly; "
+            f"the speedup peaks at K = {bk} (×{_fmt(float(bk_table.speedup.max()))}).",
         ),
         Question(
             "roofline", "Why verifying K + 1 tokens is almost free",
             f"An accelerator with a ridge point of {ridge:.0f} FLOP per byte (e.g. {EXAMPLE_PEAK_FLOPS / 1e12:.0f} "
-            f"TFLOP/s over {EXAMPLE_BANDWIDTH / 1e12:.2f} TB/s). Verifying K = 4 drafts for a batch of 256 rows "
-            "costs how many plain decode steps of that batch?",
+            f"TFLOP/s over {EXAMPLE_BANDWIDTH / 1e12:.2f} TB/s). Verifying K = {k_roof} drafts for a batch of "
+            f"{b_big} rows costs how many plain decode steps of that batch?",
             "number", (), cost_big, 0.1,
-            f"A pass over T tokens takes max(2N / bandwidth, 2NT / peak): memory-bound and flat while T is below "
-            f"{ridge:.0f}. With B = 8, B (K+1) = 40 tokens: {_fmt(cost_small, 2)} decode steps, almost free. With "
-            f"B = 256, B (K+1) = 1280 tokens is past the ridge: {_fmt(cost_big, 2)} decode steps.",
+            f"A pass over T tokens takes max(2N / bandwidth, 2N·T / peak): memory-bound and flat while T is below "
+            f"{ridge:.0f}. With B = {b_small}, B·(K+1) = {b_small * (k_roof + 1)} tokens: {_fmt(cost_small, 2)} decode "
+            f"steps, almost free. With B = {b_big}, B·(K+1) = {b_big * (k_roof + 1)} tokens is past the ridge: "
+            f"{_fmt(cost_big, 2)} decode steps.",
         ),
         Question(
             "bonus", "The bonus token",
@@ -237,19 +239,19 @@ def questions() -> list[Question]:
             "Rule: draw y from p at each position, accept while y equals the draft, emit y at the first mismatch.",
             "choice", ("lossless", "lossy"), "lossless", 0.0,
             f"Lossless: every emitted token is a fresh draw from p. But it accepts a draft with probability "
-            f"sum_x p(x) q(x) = {_fmt(float(p @ q))} here against sum min(p, q) = {_fmt(a)}: lossless is not the "
-            "same as efficient.",
+            f"Σₓ p(x) q(x) = {_fmt(float(p @ q))} here against Σₓ min(p(x), q(x)) = {_fmt(a)}: lossless is not "
+            "the same as efficient.",
         ),
         Question(
             "shared_coin", "Is one coin for every position lossless?",
             "Rule: the correct verifier, but one uniform u per row is compared with min(1, p/q) at every position.",
             "choice", ("lossless", "lossy"), "lossy", 0.0,
             f"Lossy: the first token is right, but given acceptance u is small, so the second draft is accepted "
-            f"too often. Exact law of the first two tokens here: TV {_fmt(tv_shared, 4)} from p x p.",
+            f"too often. Exact law of the first two tokens here: TV {_fmt(tv_shared, 4)} from p ⊗ p.",
         ),
         Question(
             "typical", "Is typical acceptance lossless?",
-            "Medusa-style rule: accept draft x iff p(x) > min(0.3, 0.6 exp(-H(p))), else sample from p.",
+            "Medusa-style rule: accept draft x iff p(x) > min(0.3, 0.6 · exp(−H(p))), else sample from p.",
             "choice", ("lossless", "lossy"), "lossy", 0.0,
             f"Lossy: accepted tokens are not thinned to min(p, q), and the fallback is p, not the residual. "
             f"Exact first-token law here: {np.round(typ, 3).tolist()}, TV {_fmt(theory.total_variation(typ, p))} "
@@ -280,7 +282,7 @@ def cheat_sheet(results: dict[str, bool] | None = None) -> str:
         "",
         "## The rule",
         "- Accept draft x iff u * q(x) < p(x) (probability min(1, p(x)/q(x))), fresh u per position.",
-        "- Stop at the first rejection; replace from (p - q)+ normalized (p if that has no mass).",
+        "- Stop at the first rejection; replace from (p − q)₊ normalized (p if that has no mass).",
         "- All K accepted: one bonus token from p at position K (the row's own, in a ragged batch).",
         "- p is the target after the request's temperature/top-k/top-p; q is exactly the law each draft came from.",
         "",
@@ -305,7 +307,7 @@ def encode_answers(answers: dict[str, str | float]) -> str:
     """Committed answers as a compact text: one comma-separated entry per question, in order;
     a choice as its index, a number as its shortest exact text, an unanswered question empty.
 
-    ``{"acceptance": 0.7, "residual": "(p - q)+ normalized"}`` -> ``"0.7,1"``.
+    ``{"acceptance": 0.7, "residual": "(p − q)₊ normalized"}`` -> ``"0.7,1"``.
     """
     qs = questions()
     entries = []

@@ -9,6 +9,7 @@ package functions behind them are tested in test_settings_demo, test_interview a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -58,43 +59,65 @@ def link(at: AppTest) -> dict[str, str]:
 # --- Sampling settings -----------------------------------------------------------------------------
 
 
+LOSSLESS, LOSSY = "✓\u00a0lossless", "✗\u00a0lossy"  # verdicts as the table shows them (no break after the mark)
+
+
 def pipelines(at: AppTest) -> dict[str, dict]:
-    df = at.dataframe[0].value
+    df = at.table[0].value
     return {row["pipeline"]: row for row in df.to_dict("records")}
 
 
-def test_settings_defaults_are_the_computed_report_and_every_pipeline_is_lossless():
+def test_settings_defaults_show_both_mismatches_lossy_with_their_exact_tv():
     at = open_page(SETTINGS)
     assert at.title[0].value == "Sampling settings"
-    zt, zd, _ = sd.PRESETS["hot drafter"]
-    rep = sd.settings_report(zt, zd, Settings(), Settings(), K=3)
-    assert metric(at, "acceptance rate Σ min(p, q)") == f"{rep.pipelines[0].acceptance:.4f}"
+    zt, zd, _ = sd.PRESETS[sd.DEFAULT_PRESET]
+    assert sd.DEFAULT_REQUEST != Settings() and sd.DEFAULT_DRAFTER != Settings()
+    rep = sd.settings_report(zt, zd, sd.DEFAULT_REQUEST, sd.DEFAULT_DRAFTER, K=3)
+    by = {pl.name: pl for pl in rep.pipelines}
+    assert metric(at, "acceptance rate Σ min(p, q)") == f"{by['correct'].acceptance:.4f}"
     assert metric(at, "tokens per step, K = 3") == f"{rep.tokens_per_step:.4f}"
     rows = pipelines(at)
     assert list(rows) == ["correct", "q_unprocessed", "target_unprocessed"]
-    assert all(r["verdict"] == "✓ lossless" for r in rows.values())  # default settings everywhere: all coincide
+    assert [r["verdict"] for r in rows.values()] == [LOSSLESS, LOSSY, LOSSY]
+    for name in ("q_unprocessed", "target_unprocessed"):
+        assert rows[name]["TV from plain decoding"] == f"{by[name].tv_plain:.3g}" and by[name].tv_plain > 0.01
+    assert rows["correct"]["TV from plain decoding"] == "0 (to 1e-12)"
+    # The whole description is in the table (a data grid cut this column off).
+    assert rows["correct"]["what the verifier is given"] == by["correct"].description
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t["name"] for t in chart["data"]]
     assert "p (request's settings)" in names and "q (drafter's settings)" in names
+    assert "removed by the request" in names and "removed by the drafter" in names
+    # With default settings everywhere all three coincide, and their float noise reads as the bound.
+    at.slider(key="settings.rp").set_value(1.0)
+    at.number_input(key="settings.dk").set_value(0)
+    rerun(at)
+    plain = sd.settings_report(zt, zd, Settings(), Settings(), K=3)
+    assert any(0 < pl.tv_plain for pl in plain.pipelines)  # raw formatting would print this noise (6e-17)
+    rows = pipelines(at)
+    assert all(r["verdict"] == LOSSLESS for r in rows.values())
+    assert all(r["TV from plain decoding"] == "0 (to 1e-12)" for r in rows.values())
+    assert "TV between the two: 0 (to 1e-12)." in texts(at.caption)
+    assert "6.27e-17" not in texts(at.caption) + str(at.table[0].value)
 
 
 def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exact_tv():
     at = open_page(SETTINGS)
-    at.slider(key="settings.rp").set_value(0.9)
+    at.slider(key="settings.rp").set_value(0.95)
     at.number_input(key="settings.dk").set_value(2)
     rerun(at)
     zt, zd, _ = sd.PRESETS["hot drafter"]
-    rep = sd.settings_report(zt, zd, Settings(top_p=0.9), Settings(top_k=2), K=3)
+    rep = sd.settings_report(zt, zd, Settings(top_p=0.95), Settings(top_k=2), K=3)
     by = {pl.name: pl for pl in rep.pipelines}
     assert metric(at, "acceptance rate Σ min(p, q)") == f"{by['correct'].acceptance:.4f}"
     rows = pipelines(at)
-    assert rows["correct"]["verdict"] == "✓ lossless"
-    assert rows["target_unprocessed"]["verdict"] == "✗ lossy" and rows["q_unprocessed"]["verdict"] == "✗ lossy"
+    assert rows["correct"]["verdict"] == LOSSLESS
+    assert rows["target_unprocessed"]["verdict"] == LOSSY and rows["q_unprocessed"]["verdict"] == LOSSY
     assert rows["target_unprocessed"]["TV from plain decoding"] == f"{by['target_unprocessed'].tv_plain:.3g}"
     assert rows["q_unprocessed"]["TV from plain decoding"] == f"{by['q_unprocessed'].tv_plain:.3g}"
     removed = np.flatnonzero(rep.removed_p)
     assert removed.size and f"token {removed[0]}" in texts(at.markdown)
-    assert link(at)["rp"] == "0.9" and link(at)["dk"] == "2"
+    assert link(at)["rp"] == "0.95" and link(at)["dk"] == "2"
     # The badge is computed: at top-p 0.8 the request keeps one token, p is one-hot, and the wrong q
     # can no longer move the law (the residual is that token), so q_unprocessed turns lossless.
     at.radio(key="settings.pipeline").set_value("target_unprocessed")
@@ -105,7 +128,7 @@ def test_settings_request_top_p_makes_the_unprocessed_target_lossy_with_its_exac
     assert link(at)["pipeline"] == "target_unprocessed"
     at.slider(key="settings.rp").set_value(0.8)
     rerun(at)
-    assert pipelines(at)["q_unprocessed"]["verdict"] == "✓ lossless"
+    assert pipelines(at)["q_unprocessed"]["verdict"] == LOSSLESS
 
 
 def test_settings_bad_typed_logits_show_an_inline_error_and_the_page_keeps_running():
@@ -120,7 +143,7 @@ def test_settings_bad_typed_logits_show_an_inline_error_and_the_page_keeps_runni
     at.text_input(key="settings.dl").input("0 0 0 0")
     rerun(at)
     assert not at.error
-    rep = sd.settings_report([2, 1, 0, -np.inf], [0, 0, 0, 0], Settings(), Settings())
+    rep = sd.settings_report([2, 1, 0, -np.inf], [0, 0, 0, 0], sd.DEFAULT_REQUEST, sd.DEFAULT_DRAFTER)
     assert metric(at, "acceptance rate Σ min(p, q)") == f"{rep.pipelines[0].acceptance:.4f}"
     at.text_input(key="settings.dl").input("0 0 0")
     rerun(at)
@@ -132,9 +155,11 @@ def test_settings_link_round_trips_and_bad_link_values_are_noted():
     at = open_page(SETTINGS, query)
     assert at.number_input(key="settings.seed").value == 5 and at.slider(key="settings.K").value == 5
     zt, zd = sd.random_logits(5)
-    rep = sd.settings_report(zt, zd, Settings(temperature=0.7), Settings(0.5, 3), K=5)
+    request = replace(sd.DEFAULT_REQUEST, temperature=0.7)
+    drafter = replace(sd.DEFAULT_DRAFTER, temperature=0.5, top_k=3)
+    rep = sd.settings_report(zt, zd, request, drafter, K=5)
     assert metric(at, "tokens per step, K = 5") == f"{rep.tokens_per_step:.4f}"
-    best = max(sd.sweep(zt, zd, Settings(temperature=0.7), Settings(0.5, 3), "top_k", sd.sweep_values("top_k", 8), 5),
+    best = max(sd.sweep(zt, zd, request, drafter, "top_k", sd.sweep_values("top_k", 8), 5),
                key=lambda pt: pt.acceptance)  # fmt: skip
     assert metric(at, "best top_k for acceptance") == f"{best.value:g}"
     got = link(at)
@@ -151,7 +176,7 @@ def test_settings_greedy_acceptance_is_q_of_the_target_argmax():
     at.number_input(key="settings.rT").set_value(0.0)
     rerun(at)
     zt, zd, _ = sd.PRESETS["hot drafter"]
-    q = sd.settings_report(zt, zd, Settings(), Settings()).q
+    q = sd.settings_report(zt, zd, Settings(), sd.DEFAULT_DRAFTER).q
     top = int(np.argmax(zt))
     assert metric(at, "acceptance rate Σ min(p, q)") == f"{q[top]:.4f}"
     assert f"the target's argmax is **token {top}**" in texts(at.markdown)
@@ -169,6 +194,8 @@ def test_interview_check_says_right_or_wrong_and_keeps_progress_in_the_link():
     at.button(key="interview.check").click()
     rerun(at)
     assert texts(at.success).startswith("Right")
+    reveal = texts(at.markdown)  # the derivation in readable math, its number computed
+    assert "Σₓ" in reveal and "sum_x" not in reveal and f"{float(qs[0].answer):.3f}" in reveal
     assert link(at)["ans"] == iv.encode_answers({"acceptance": round(float(qs[0].answer), 3)})
     at.button(key="interview.next").click()
     rerun(at)
@@ -256,6 +283,26 @@ def test_text_step_and_run_follow_the_package_transcript():
     assert link(at)["rounds"] == str(len(steps))
 
 
+def test_text_rejected_drafts_toggle_keeps_the_text_readable_and_goes_into_the_link():
+    at = open_page(TEXT, {"rounds": "20"})
+    steps = transcript("The ", 4, 1.0, 0, rounds=20)
+    rejected = sum(not s.bonus for s in steps)
+    assert rejected > 0  # some rounds reject, so the toggle has something to show
+    assert at.toggle(key="text.rej").value is False  # off by default: the text reads as text
+    html = "".join(h.proto.body for h in at.get("html"))
+    assert 'class="sv-rejected"' not in html and "line-through" not in html  # no struck-through legend either
+    assert html.count('class="sv-replaced"') == rejected
+    assert html.count('class="sv-accepted"') == sum(s.accepted for s in steps)
+    at.toggle(key="text.rej").set_value(True)
+    rerun(at)
+    html = "".join(h.proto.body for h in at.get("html"))
+    assert html.count('class="sv-rejected"') == rejected and "rejected draft (not in the text)" in html
+    assert link(at)["rej"] == "1"
+    again = open_page(TEXT, {"rounds": "20", "rej": "1"})
+    assert again.toggle(key="text.rej").value is True
+    assert "".join(h.proto.body for h in again.get("html")).count('class="sv-rejected"') == rejected
+
+
 def test_text_link_round_trips_and_hostile_prompts_are_escaped():
     query = {"prompt": "<b>bold</b> & ", "K": "2", "T": "0.5", "seed": "3", "rounds": "7"}
     at = open_page(TEXT, query)
@@ -336,6 +383,14 @@ def test_new_figures_hold_the_computed_numbers():
     assert list(ridge.x) == [roof.ridge_tokens] * 2 and not fig.layout.shapes
     star = [t for t in fig.data if t.name.startswith("this pass")][0]
     assert star.y[0] == pytest.approx(roof.seconds[2] * 1e3)
+    pts = sd.sweep(zt, zd, Settings(), Settings(), "temperature", sd.sweep_values("temperature", 8), K=3)
+    fig = figures.sweep_curve([p.value for p in pts], [p.acceptance for p in pts], [p.tokens_per_step for p in pts],
+                              "temperature", 1.0, 3)  # fmt: skip
+    right = fig.layout.yaxis2
+    # Round ticks on the tokens axis: 1, 2, 3, 4 (from 1 token at a = 0 to K + 1 at a = 1), not auto-fitted ones.
+    assert right.tickmode == "linear" and right.tick0 == 1 and right.dtick == 1
+    assert right.range[0] == 1 and 4 <= right.range[1] < 5
+    assert all(right.range[0] <= t <= right.range[1] for t in [p.tokens_per_step for p in pts])
     law = np.array([0.5, 0.3, 0.2, 0.0])
     counts = np.array([10, 10, 10, 70])
     fig = figures.continuation_comparison(law, counts, ["a", "b", "c", "d"], top=1)

@@ -121,6 +121,23 @@ def test_cheat_sheet_carries_every_formula_and_the_score():
     assert f"{(len(qs) + 1) // 2} of {len(qs)} right" in sheet
 
 
+def test_reveals_write_math_in_unicode_with_computed_numbers():
+    import re
+
+    qs = {q.key: q for q in iv.questions()}
+    ascii_math = re.compile(r"sum_|\^|\(p - q\)\+|1 - a\b| x p\b")
+    for q in qs.values():
+        for part in (q.prompt, q.reveal, *q.choices):
+            assert not ascii_math.search(part), (q.key, part)
+    # Control: the pattern does catch the ASCII forms the reveals used to have.
+    assert all(ascii_math.search(t) for t in ("sum_x min(p, q)", "a^(K+1)", "(p - q)+ normalized", "1 - a", "p x p"))
+    a = theory.acceptance_rate(iv.REFERENCE_P, iv.UNIFORM_Q)
+    assert f"Σₓ min(p(x), q(x)) = {a:.3f}" in qs["acceptance"].reveal
+    assert f"(1 − aᴷ⁺¹) / (1 − a) = {theory.expected_tokens(a, 3):.3f}" in qs["tokens"].reveal
+    assert f"B·(K+1) = {256 * 5} tokens" in qs["roofline"].reveal and f"{iv.verify_cost(256, 4):.2f}" in qs[
+        "roofline"].reveal  # fmt: skip
+
+
 def test_answers_round_trip_through_the_link_text():
     qs = iv.questions()
     right = {q.key: q.answer for q in qs}
