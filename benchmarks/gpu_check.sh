@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_check.sh
 #
 # 1. The CUDA tests: every verifier (verify, verify_flat, verify_greedy, verify_block and each
-#    deliberate bug) returns NumPy's tokens bit for bit from CUDA tensors, and the guards raise.
+#    deliberate bug that swaps one step of the rule) returns NumPy's outputs bit for bit from
+#    CUDA tensors, and the guards raise.
 # 2. The CUDA benchmark at B = 256, K = 4, V = 128256, float32: time per call, achieved
 #    bandwidth (must-read bytes / time) as a fraction of the device's peak, and the ratio to a
 #    read pass over the same bytes measured in the same run.

@@ -1,7 +1,7 @@
 """CUDA returns NumPy's tokens bit for bit, for every verifier (skips cleanly without a GPU).
 
 Run by ``benchmarks/gpu_check.sh`` on a machine with a GPU. Each public verifier, and each
-deliberate bug (the same code with one step swapped), is called on NumPy arrays and on CUDA
+deliberate bug that is the same code with one step swapped, is called on NumPy arrays and on CUDA
 tensors with the same explicit uniforms: acceptance is the same IEEE float64 arithmetic and the
 draw sums exact integers, so every output field must be equal, and the CUDA outputs must stay on
 the device. Sizes cover the one-level draw (V <= 256), the two-level draw (V = 300, 9000) and a
@@ -71,12 +71,23 @@ def test_greedy_and_block_verifiers_on_cuda_equal_numpy():
         assert_same(cpu, gpu, "verify_block")
 
 
-def test_every_bug_on_cuda_equals_numpy():
+def test_every_rule_bug_on_cuda_equals_numpy():
+    # The bugs that are this verifier with one step swapped (a Rule) run the same code; the
+    # pipeline mistakes that first reprocess p or q (exp, powers) need not agree in the last bit.
+    import functools
+
     from specviz.bugs import BUGS
+    from specviz.verify import verify_with_rule
 
     B, K, V = 64, 3, 300
     target, draft, tokens, num, ua, us = case(B, K, V)
-    for name, bug in BUGS.items():
+    rule_bugs = {
+        name: bug
+        for name, bug in BUGS.items()
+        if isinstance(bug.verifier, functools.partial) and bug.verifier.func is verify_with_rule
+    }
+    assert len(rule_bugs) >= 5
+    for name, bug in rule_bugs.items():
         cpu = bug.verifier(target, draft, tokens, num, uniforms=Uniforms(ua, us))
         gpu = bug.verifier(*cuda(target, draft, tokens, num), uniforms=Uniforms(*cuda(ua, us)))
         assert_same(cpu, gpu, name)
