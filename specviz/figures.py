@@ -511,7 +511,7 @@ def roofline_chart(tokens: Sequence[float], seconds: Sequence[float], ridge_toke
         y = float(np.interp(mark, t, s))
         fig.add_scatter(x=[mark], y=[y], mode="markers", name=f"this pass: {mark:.0f} tokens",
                         marker=dict(color=REPLACED, size=14, symbol="star"))  # fmt: skip
-    fig.update_xaxes(title="tokens in one forward pass (B·(K+1))", type="log")
+    fig.update_xaxes(title="tokens in one forward pass (B·(K+1))", type="log", dtick=1)  # 1, 10, 100, ...
     fig.update_yaxes(title="time per pass (ms)", type="log")
     return _layout(fig, "Roofline: a pass is flat in tokens until the ridge", height=340)
 
