@@ -66,9 +66,10 @@ class NumpyOps:
     def run_length(self, passed: np.ndarray) -> np.ndarray:
         """(B, K) bool -> (B,) length of the leading run of True."""
         K = passed.shape[1]
-        if 0 < K <= 8 and passed.dtype == np.bool_ and passed.flags.c_contiguous:
-            # Each row's bits as one integer, then a lookup of its trailing ones: about 15x
-            # faster than a cumulative product over a short axis at B = 16384.
+        if 0 < K <= 16 and passed.dtype == np.bool_ and passed.flags.c_contiguous:
+            # Each row's bits as one integer, then a lookup of its trailing ones (a table of
+            # 2^K entries): about 15x faster than a cumulative product over a short axis at
+            # B = 16384.
             code = passed.view(np.uint8) @ (1 << np.arange(K, dtype=np.int64))
             return _trailing_ones(K).take(code)
         return np.cumprod(passed, axis=1, dtype=np.int64).sum(axis=1)

@@ -374,3 +374,18 @@ def test_the_torch_kernels_themselves_agree_with_numpy(V, monkeypatch):
         np.testing.assert_array_equal(
             run_flat("numpy", flat, (ua[valid], us)).tokens, run_flat("torch", flat, (ua[valid], us)).tokens
         )
+
+
+@pytest.mark.parametrize("K", [1, 3, 8, 9, 16, 17])
+def test_run_length_lookup_equals_the_cumulative_product(K):
+    # NumPy's run length uses a table of trailing ones for K <= 16; every pattern is checked
+    # exhaustively for K <= 9, random rows with long runs beyond.
+    from specviz._xp import NumpyOps
+
+    if K <= 9:
+        passed = ((np.arange(1 << K)[:, None] >> np.arange(K)[None, :]) & 1).astype(bool)
+    else:
+        passed = np.random.default_rng(K).random((50_000, K)) < 0.9
+    expected = np.cumprod(passed, axis=1, dtype=np.int64).sum(1)
+    np.testing.assert_array_equal(NumpyOps().run_length(np.ascontiguousarray(passed)), expected)
+    assert (expected == K).any() and (expected == 0).any()
