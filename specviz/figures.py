@@ -512,7 +512,9 @@ def roofline_chart(tokens: Sequence[float], seconds: Sequence[float], ridge_toke
         fig.add_scatter(x=[mark], y=[y], mode="markers", name=f"this pass: {mark:.0f} tokens",
                         marker=dict(color=REPLACED, size=14, symbol="star"))  # fmt: skip
     fig.update_xaxes(title="tokens in one forward pass (B·(K+1))", type="log", dtick=1)  # 1, 10, 100, ...
-    fig.update_yaxes(title="time per pass (ms)", type="log")
+    # Decades only, from the one under the flat memory-bound floor (log axes otherwise label minor ticks "2", "5").
+    lo = float(np.floor(np.log10(s.min())))
+    fig.update_yaxes(title="time per pass (ms)", type="log", dtick=1, range=[lo - 0.05, np.log10(s.max()) + 0.05])
     return _layout(fig, "Roofline: a pass is flat in tokens until the ridge", height=340)
 
 

@@ -381,6 +381,10 @@ def test_new_figures_hold_the_computed_numbers():
     ridge = [t for t in fig.data if t.name.startswith("ridge")][0]
     # A trace in data units: a shape on a log axis would read x as log10 and put the ridge at 10^295.
     assert list(ridge.x) == [roof.ridge_tokens] * 2 and not fig.layout.shapes
+    # Decade ticks only, and the flat memory-bound floor inside the y range with a decade under it.
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.yaxis.dtick == 1
+    floor_ms = np.log10(roof.seconds.min() * 1e3)
+    assert fig.layout.yaxis.range[0] < np.floor(floor_ms) <= floor_ms < fig.layout.yaxis.range[1]
     star = [t for t in fig.data if t.name.startswith("this pass")][0]
     assert star.y[0] == pytest.approx(roof.seconds[2] * 1e3)
     pts = sd.sweep(zt, zd, Settings(), Settings(), "temperature", sd.sweep_values("temperature", 8), K=3)
