@@ -203,8 +203,13 @@ with t:
         "already on the device, validation off as on a serving hot path. Building the random batch took "
         f"{report.generate_seconds:.2f} s and is not included."
         + "".join(
-            f" {x.backend} ran on {x.threads} torch thread{'s' if x.threads != 1 else ''}: its times depend on "
-            "that count and on the machine's load."
+            f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
+            + (
+                " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
+                "views of the tensors (torch's own kernels were slower there)."
+                if x.backend == "PyTorch CPU"
+                else ""
+            )
             for x in report.timings
             if x.threads is not None
         )

@@ -314,7 +314,8 @@ def test_batch_switching_the_backend_keeps_the_results():
     timings = at.dataframe[0].value
     threads = dict(zip(timings["backend"], timings["torch threads"], strict=True))
     assert threads["PyTorch CPU"] == str(torch.get_num_threads()) and threads["NumPy"] == ""
-    assert f"PyTorch CPU ran on {torch.get_num_threads()} torch thread" in texts(at.caption)
+    assert f"PyTorch CPU ran with torch.get_num_threads() = {torch.get_num_threads()}" in texts(at.caption)
+    assert "zero-copy views" in texts(at.caption)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download this run (JSON)", "Download the first 12 rows (CSV)"]
 
