@@ -6,7 +6,8 @@ import logging
 
 import streamlit as st
 
-from specviz import InputError, links, presenter
+from specviz import InputError
+from specviz.app import links, presenter
 
 log = logging.getLogger("specviz.app")
 ESCAPED_KEY = "app.escaped_input_error"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, batch_demo, figures, links, presenter, results
+from specviz import InputError
+from specviz.app import batch_demo, figures, links, presenter, results
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -28,7 +29,7 @@ def cuda_status() -> tuple[bool, str]:
     return batch_demo.cuda_status()
 
 
-# Bounded: at most 16 results of <= MAX_BATCH_ROWS rows each (specviz.limits), each kept an hour.
+# Bounded: at most 16 results of <= MAX_BATCH_ROWS rows each (specviz.app.limits), each kept an hour.
 @st.cache_data(show_spinner="Building, verifying and timing the batch…", max_entries=16, ttl=3600)
 def run_batch(
     B: int,
@@ -56,7 +57,7 @@ if st.session_state[S + "backend"] not in available:
 st.title("Batch")
 st.caption(
     "B rows, each with its own number of drafts (a ragged batch padded to K), verified in one call of "
-    "specviz.verify. Row b tests num_draft[b] drafts and takes its bonus from target row num_draft[b]."
+    "specviz.verifiers.verify. Row b tests num_draft[b] drafts and takes its bonus from target row num_draft[b]."
 )
 for note in link_notes:
     st.warning(note, icon=":material/link:")

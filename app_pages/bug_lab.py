@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz import InputError, engine_bugs, figures, limits, links, presenter, prove, results, stats
-from specviz.bugs import BUGS
+from specviz import InputError
+from specviz.app import figures, limits, links, presenter, results
+from specviz.proof import engine_bugs, prove, stats
+from specviz.proof.bugs import BUGS
 
 S = "buglab."
 NONE = "none (correct verifier)"

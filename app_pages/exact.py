@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, position, presenter, theory
-from specviz.bugs import BUGS
+from specviz import InputError
+from specviz.app import figures, limits, links, position, presenter
+from specviz.proof import theory
+from specviz.proof.bugs import BUGS
 
 S = "exact."  # session-state prefix of this page
 NONE = "none"

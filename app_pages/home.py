@@ -62,6 +62,6 @@ st.markdown(
 - **Preparing for an interview:** the derivation at the bottom of *Why it is exact*, every bug in *Bug lab* (each
   has the one-paragraph reason it breaks), and the 2.533 tokens of the reference example in *Tokens per step*.
 - **Checking an implementation:** *Batch* for ragged rows and backend timings; from Python,
-  `specviz.prove.run_case(...)` or `python -m specviz prove` put your own verifier through the same test.
+  `specviz.proof.prove.run_case(...)` or `python -m specviz prove` put your own verifier through the same test.
 """
 )

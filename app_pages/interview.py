@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz import figures, links, presenter, theory
-from specviz import interview as iv
+from specviz.app import figures, links, presenter
+from specviz.app import interview as iv
+from specviz.proof import theory
 
 S = "interview."
 QUESTIONS = iv.questions()

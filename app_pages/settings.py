@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures, links, presenter
-from specviz import settings_demo as sd
-from specviz.processing import Settings
+from specviz import InputError
+from specviz.app import figures, links, presenter
+from specviz.app import settings_demo as sd
+from specviz.verifiers.processing import Settings
 
 S = "settings."
 SOURCES = ("preset", "random", "typed")

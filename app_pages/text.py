@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, presenter, results, stats, text
-from specviz.bugs import BUGS
-from specviz.processing import Settings
+from specviz import InputError
+from specviz.app import figures, limits, links, presenter, results, text
+from specviz.proof import stats
+from specviz.proof.bugs import BUGS
+from specviz.verifiers.processing import Settings
 
 S = "text."
 NONE = "none (correct verifier)"
@@ -82,7 +84,7 @@ st.caption(
     f"Two character models trained when the app starts on the Python documentation topics that ship with every "
     f"Python ({len(text.corpus()):,} characters): the target a {pair.target.order}-gram, the drafter a "
     f"{pair.drafter.order}-gram, both smoothed so that every character has positive probability. Each round the "
-    "drafter proposes K characters and one target call verifies them with specviz.verify."
+    "drafter proposes K characters and one target call verifies them with specviz.verifiers.verify."
 )
 for note in link_notes:
     st.warning(note, icon=":material/link:")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz import InputError, figures, limits, links, position, presenter, results, speed, stats, theory
+from specviz import InputError
+from specviz.app import figures, limits, links, position, presenter, results, speed
+from specviz.proof import stats, theory
 
 S = "tokens."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -56,7 +58,8 @@ with left:
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
     st.caption(
         "Measured by running specviz.verify on rows with p = [a, 1 − a] and q one-hot on token 0 (the drafter always "
-        "proposes token 0, accepted with probability a); without the bonus, the no_bonus verifier of specviz.bugs."
+        "proposes token 0, accepted with probability a); without the bonus, the no_bonus verifier of "
+        "specviz.proof.bugs."
     )
     st.metric(f"E[tokens], K = {K}", f"{theory.expected_tokens(a, K):.4f}")
     st.metric(f"without the bonus, K = {K}", f"{theory.expected_tokens(a, K, bonus=False):.4f}")

@@ -8,7 +8,10 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from specviz import InputError, block_trace, court, figures, links, presenter, prove, results, tree
+from specviz import InputError
+from specviz.app import figures, links, presenter, results
+from specviz.proof import block_trace, court, prove
+from specviz.verifiers import tree
 
 S = "verifiers."
 MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 answers in a few seconds
@@ -100,10 +103,10 @@ link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAM
 
 st.title("Verifiers side by side")
 st.caption(
-    "Every rule is put through the exact court (specviz.court): its output law over the first tokens is enumerated "
-    "over its explicit uniforms, compared with the target's law, and its expected tokens per verification computed "
-    "exactly. The verdict is computed from those numbers: lossless when the total-variation distance from the target "
-    "is at most 1e-12 plus the mass the enumeration could not resolve."
+    "Every rule is put through the exact court (specviz.proof.court): its output law over the first tokens is "
+    "enumerated over its explicit uniforms, compared with the target's law, and its expected tokens per "
+    "verification computed exactly. The verdict is computed from those numbers: lossless when the total-variation "
+    "distance from the target is at most 1e-12 plus the mass the enumeration could not resolve."
 )
 for note in link_notes:
     st.warning(note, icon=":material/link:")
@@ -150,9 +153,9 @@ if rows is not None:
     if st.session_state.get(S + "measured_for") == settings:
         st.dataframe(measure_all(*settings), hide_index=True, key=S + "measured")
         st.caption(
-            f"{n_run:,} seeded sequences per rule through specviz.simulate.generate (the seed above); the exact figure "
-            "is the court's expectation for each (context, draft count) the run met, averaged over its verifications; "
-            "z = (measured − exact) / SE."
+            f"{n_run:,} seeded sequences per rule through specviz.proof.simulate.generate (the seed above); the "
+            f"exact figure is the court's expectation for each (context, draft count) the run met, averaged over its "
+            f"verifications; z = (measured − exact) / SE."
             + (f" Capped at {MAX_MEASURE_N:,} sequences per rule." if n_run < int(n_asked) else "")
         )
     refused = [r["rule"] for r in rows if r["verdict"] == "refused"]
@@ -172,10 +175,11 @@ if rows is not None:
 st.divider()
 st.subheader("Multi-draft trees: k candidates per node")
 st.caption(
-    "Tree verification (specviz.tree) on the full tree with k candidates per node, K levels deep, for a context-free "
-    "pair (the toy example or your own p and q). After a rejected candidate the node's target becomes the normalized "
-    "residual, so the tokens still follow the target (checked exactly by enumeration in tests/test_tree.py). "
-    "k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to each depth and summed."
+    "Tree verification (specviz.verifiers.tree) on the full tree with k candidates per node, K levels deep, for a "
+    "context-free pair (the toy example or your own p and q). After a rejected candidate the node's target becomes "
+    "the normalized residual, so the tokens still follow the target (checked exactly by enumeration in "
+    "tests/test_tree.py). k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to "
+    "each depth and summed."
 )
 if source in (TOY, PQ) and rows is not None:
     tp, tq, depth = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
@@ -205,7 +209,7 @@ else:
 st.divider()
 st.subheader("One block verification, step by step")
 st.caption(
-    "Block verification (specviz.block) on the pair above: K drafts drawn from q, then per draft its weight "
+    "Block verification (specviz.verifiers.block) on the pair above: K drafts drawn from q, then per draft its weight "
     "w_i = min(1, w_(i-1) p(x_i) / q(x_i)), its threshold h_i = m_i / (m_i + 1 - w_i) (the last one h_K = w_K) and "
     "the uniform eta_i compared with it. Every uniform is looked at: tau, the drafts kept, is the LAST i with "
     "eta_i < h_i, so a later pass rescues earlier failures. Then one token: the bonus from p if tau = K, else from "

@@ -32,11 +32,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz import limits, prove, speed, verify  # noqa: E402
+from specviz import verify  # noqa: E402
+from specviz.app import limits, speed  # noqa: E402
 from specviz.errors import InputError  # noqa: E402
-from specviz.markov import START, Drafter, MarkovChain  # noqa: E402
-from specviz.simulate import Round, Simulation  # noqa: E402
-from specviz.verify import verify_greedy  # noqa: E402
+from specviz.proof import prove  # noqa: E402
+from specviz.proof.markov import START, Drafter, MarkovChain  # noqa: E402
+from specviz.proof.simulate import Round, Simulation  # noqa: E402
+from specviz.verifiers.verify import verify_greedy  # noqa: E402
 
 CLICK_BOUND_S = 1.0  # Bug lab, N = limits.MAX_PROVE_N
 TOKENS_BOUND_S = 1.0  # Tokens page, limits.MAX_TOKENS_N rows x 17 points, with and without the bonus
@@ -98,7 +100,7 @@ def _legacy_check_result(res, A, K, V):
 
 
 def legacy_generate(verifier, target, drafter, *, n, L, K, rng, ragged=False, greedy=False, expected=None):
-    """specviz.simulate.generate before chunking (commit d2e1b32), for the same-run baseline."""
+    """specviz.proof.simulate.generate before chunking (commit d2e1b32), for the same-run baseline."""
     V = target.V
     seqs = np.full((n, L), -1, dtype=np.int64)
     length = np.zeros(n, dtype=np.int64)

@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import Uniforms, verify  # noqa: E402
-from specviz._sample import COMPILE_ENV  # noqa: E402
+from specviz.verifiers._sample import COMPILE_ENV  # noqa: E402
 
 K = 4
 SIGMA = 0.75  # drafter noise on the logits: acceptance ~0.7
@@ -80,7 +80,7 @@ def evict() -> None:
 
 
 def compiled(fn):
-    """Run fn with the opt-in torch.compile pass of specviz._sample switched on."""
+    """Run fn with the opt-in torch.compile pass of specviz.verifiers._sample switched on."""
     os.environ[COMPILE_ENV] = "1"
     try:
         return fn()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specviz.bugs import BUGS  # noqa: E402
-from specviz.prove import Calibration, calibrate_tests, joint_passes, tokens_passes  # noqa: E402
+from specviz.proof.bugs import BUGS  # noqa: E402
+from specviz.proof.prove import Calibration, calibrate_tests, joint_passes, tokens_passes  # noqa: E402
 
 
 def line(label: str, c: Calibration, secs: float) -> str:

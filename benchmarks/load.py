@@ -40,7 +40,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
-from specviz import limits  # noqa: E402
+from specviz.app import limits  # noqa: E402
 
 PAGES = ["", "why-exact", "batch", "bug-lab", "tokens-per-step"]
 MAX_SESSIONS = 200  # bounds on what the script may open, whatever it is asked

@@ -6,11 +6,11 @@
 
 # B rows (histories), T positions, K drafts per round, V vocabulary (the shared tokenizer's ids)
 
-The protocol (:data:`specviz.text.Model`): a model is any callable from a batch of histories
+The protocol (:data:`specviz.app.text.Model`): a model is any callable from a batch of histories
 (B lists of token ids) to next-token logits (B, V), NumPy or torch, over a vocabulary the two
-models share. :func:`specviz.text.step` drafts K tokens with the drafter (one call per draft),
+models share. :func:`specviz.app.text.step` drafts K tokens with the drafter (one call per draft),
 asks the target once for the K + 1 rows it needs, and verifies them with :func:`specviz.verify`;
-:func:`specviz.text.generate` does the same for n rows at once; :func:`specviz.text.target_law`
+:func:`specviz.app.text.generate` does the same for n rows at once; :func:`specviz.app.text.target_law`
 gives the target's exact law of the next tokens. Both models see the same sampling settings.
 
 :func:`causal_lm_model` turns a causal LM's forward pass (ids (B, T), mask (B, T) -> logits
@@ -43,15 +43,15 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import InputError
-from specviz.processing import Settings
-from specviz.text import Model, Step, tokens_per_call, transcript
+from specviz.app.text import Model, Step, tokens_per_call, transcript
+from specviz.verifiers.processing import Settings
 
 # forward(ids (B, T) int64, attention_mask (B, T) int64) -> logits (B, T, V'), torch tensors
 Forward = Callable[[Any, Any], Any]
 
 
 def causal_lm_model(forward: Forward, V: int, *, pad_id: int = 0, device: str = "cpu") -> Model:
-    """Wrap a causal LM's forward pass as a :data:`specviz.text.Model`: histories -> logits (B, V).
+    """Wrap a causal LM's forward pass as a :data:`specviz.app.text.Model`: histories -> logits (B, V).
 
     ``forward`` must be causal (the logits at position t depend on ids[:t + 1] only): that is what
     makes reading a prefix from a longer or right-padded row exact. Returns float64 NumPy logits.

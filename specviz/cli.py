@@ -12,11 +12,11 @@ power: a test that could not see a shift of TV 0.05 (or 0.05 tokens per step) gi
 
 ``--kind chain|block|tree`` says what kind of verifier is under test (default chain). ``block``:
 a function with ``specviz.verify``'s signature judged against block verification's own exact
-tokens per step, by the exact court (``specviz.court.judge``, every scenario) beside the joint
+tokens per step, by the exact court (``specviz.proof.court.judge``, every scenario) beside the joint
 chi-square, with block verification's classic mistakes as controls. ``tree``: a function with
-``specviz.tree.verify_tree``'s signature (run as chain-shaped trees on the scenarios, and on small
-real trees by ``specviz.court.judge_tree``), or one with verify's signature (a chain-shaped tree,
-like ``specviz.tree.verify_tree_chain``), with tree verification's mistakes as controls. The
+``specviz.verifiers.tree.verify_tree``'s signature (run as chain-shaped trees on the scenarios, and on small
+real trees by ``specviz.proof.court.judge_tree``), or one with verify's signature (a chain-shaped tree,
+like ``specviz.verifiers.tree.verify_tree_chain``), with tree verification's mistakes as controls. The
 default verifier of each kind is the package's own.
 
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
@@ -36,9 +36,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .bugs import BUGS
 from .errors import InputError
-from .prove import (
+from .proof.bugs import BUGS
+from .proof.prove import (
     DEFAULT_N,
     HOME,
     KINDS,
@@ -50,8 +50,8 @@ from .prove import (
     plan,
     run_suite,
 )
-from .stats import ALPHA, MIN_TOKENS, MIN_TV
-from .verify import verify
+from .proof.stats import ALPHA, MIN_TOKENS, MIN_TV
+from .verifiers.verify import verify
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -175,7 +175,7 @@ def _list() -> None:
     for s in SCENARIOS.values():
         print(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
         print(f"{'':29s}judges: {s.covers}")
-    from .engine_bugs import FAULTS, fault_tv, home_tvs
+    from .proof.engine_bugs import FAULTS, fault_tv, home_tvs
 
     for b in BUGS.values():
         where = ", ".join(HOME.get(b.name, ("reference",)))
@@ -224,11 +224,11 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -
 def _own_verifier(kind: str) -> tuple[Callable[..., Any], str]:
     """The package's verifier of a kind, the one ``prove --kind`` runs without ``--verifier``."""
     if kind == "block":
-        from .block import verify_block
+        from .verifiers.block import verify_block
 
         return verify_block, "verify_block"
     if kind == "tree":
-        from .tree import verify_tree
+        from .verifiers.tree import verify_tree
 
         return verify_tree, "verify_tree"
     return verify, "verify"

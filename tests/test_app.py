@@ -1,7 +1,7 @@
 """Every page of the app under streamlit's AppTest.
 
 AppTest runs app.py in-process, switches to a page, sets widgets and clicks buttons; the
-assertions read the numbers the page prints and compare them with specviz.theory. The
+assertions read the numbers the page prints and compare them with specviz.proof.theory. The
 helpers behind the pages are tested headless in test_links, test_position, test_batch_demo
 and test_speed.
 """
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import batch_demo, limits, position, prove, results, speed, theory
-from specviz.bugs import BUGS
+from specviz.app import batch_demo, limits, position, results, speed
+from specviz.proof import prove, theory
+from specviz.proof.bugs import BUGS
 
 ROOT = Path(__file__).resolve().parents[1]
 REF_P = np.array(position.REFERENCE_P)
@@ -490,7 +491,7 @@ def test_home_numbers_are_the_computed_ones():
 
 
 def test_bug_lab_lists_the_faults_tested_directly():
-    from specviz import engine_bugs
+    from specviz.proof import engine_bugs
 
     at = open_page("app_pages/bug_lab.py")
     shown = " ".join(m.value for m in at.markdown)

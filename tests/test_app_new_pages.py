@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import interview as iv
-from specviz import settings_demo as sd
-from specviz import stats, text, theory
-from specviz.processing import Settings
+from specviz.app import interview as iv
+from specviz.app import settings_demo as sd
+from specviz.app import text
+from specviz.proof import stats, theory
+from specviz.verifiers.processing import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS, INTERVIEW, TEXT = "app_pages/settings.py", "app_pages/interview.py", "app_pages/text.py"
@@ -366,7 +367,7 @@ def test_settings_survive_a_visit_to_another_page(page):
 
 
 def test_new_figures_hold_the_computed_numbers():
-    from specviz import figures
+    from specviz.app import figures
 
     zt, zd, _ = sd.PRESETS["hot drafter"]
     rep = sd.settings_report(zt, zd, Settings(top_k=2), Settings(top_p=0.5))

@@ -1,7 +1,7 @@
 """Settings survive navigation, results stay, and presenter mode lives in the link (AppTest).
 
 Streamlit deletes a widget's value when a run does not draw the widget, so without
-specviz.links keeping each page's shown settings, a visit to another page would reset the
+specviz.app.links keeping each page's shown settings, a visit to another page would reset the
 page. Each test changes settings, visits another page, comes back, and reads the widgets,
 the address bar and the numbers. The browser clears the address bar's query on sidebar
 navigation; AppTest keeps the previous page's query, so both are exercised. A negative
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import links, presenter, prove, theory
+from specviz.app import links, presenter
+from specviz.proof import prove, theory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -143,7 +144,7 @@ def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch
 
 
 def test_batch_result_stays_after_navigation_without_running_again(monkeypatch):
-    from specviz import batch_demo
+    from specviz.app import batch_demo
 
     calls = []
     real = batch_demo.run_batch_demo
@@ -223,7 +224,8 @@ def all_font_sizes(fig) -> list[float]:
 
 @pytest.mark.parametrize("name", ["decomposition", "joint", "strips", "tokens"])
 def test_for_projector_enlarges_every_font_and_keeps_the_numbers(name):
-    from specviz import figures, position, speed, verify
+    from specviz import verify
+    from specviz.app import figures, position, speed
 
     p, q = position.preset("reference")
     if name == "decomposition":

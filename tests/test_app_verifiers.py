@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from specviz import court, tree
-from specviz.block import block_thresholds
+from specviz.proof import court
+from specviz.verifiers import tree
+from specviz.verifiers.block import block_thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "app_pages" / "verifiers.py")

@@ -1,11 +1,12 @@
-"""The Batch page's demo (specviz.batch_demo): typed counts, caps, random ragged batches, backends."""
+"""The Batch page's demo (specviz.app.batch_demo): typed counts, caps, random ragged batches, backends."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specviz import InputError, batch_demo, limits
+from specviz import InputError
+from specviz.app import batch_demo, limits
 
 
 def test_parse_counts_explains_what_is_wrong():

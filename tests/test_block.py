@@ -8,7 +8,7 @@ prefixes, the 0/0 case of the thresholds). For one round from an empty context, 
 emitted tokens is computed twice:
 
 - by a plain per-sequence reference written here from the rule's definition (tau = i with
-  probability h_i prod_{k>i} (1 - h_k)), sharing no code with ``specviz.block``;
+  probability h_i prod_{k>i} (1 - h_k)), sharing no code with ``specviz.verifiers.block``;
 - from the implementation itself, by enumerating every draft sequence (weighted by its
   probability under the drafter) and every box of uniforms between the thresholds the rule can
   compare them with, evaluated at the box's centre and probed just inside both edges (an output
@@ -16,9 +16,9 @@ emitted tokens is computed twice:
 
 The emitted tokens, continued by sampling from the target, must follow the target's joint law
 of K + 1 tokens to 1e-12. Rows of different draft counts share one padded call whose unread
-rows are NaN. Over several rounds, :func:`specviz.exact.verifier_law` (the court) judges the
+rows are NaN. Over several rounds, :func:`specviz.proof.exact.verifier_law` (the court) judges the
 rule on Markov chains with ragged draft counts; a joint chi-square through
-:func:`specviz.simulate.generate` runs beside two negative controls that must fail.
+:func:`specviz.proof.simulate.generate` runs beside two negative controls that must fail.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import pytest
 import torch
 
 from specviz import InputError, Uniforms, verify
-from specviz.block import block_thresholds, breakpoints, verify_block, verify_block_lossy
-from specviz.exact import verifier_law
-from specviz.markov import Drafter, MarkovChain, random_chain
-from specviz.simulate import generate
-from specviz.stats import ALPHA, joint_test
-from specviz.verify import Verification
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, MarkovChain, random_chain
+from specviz.proof.simulate import generate
+from specviz.proof.stats import ALPHA, joint_test
+from specviz.verifiers.block import block_thresholds, breakpoints, verify_block, verify_block_lossy
+from specviz.verifiers.verify import Verification
 
 K = 3  # padded width of every enumerated batch
 EDGE = 1e-7  # probes sit this fraction of a box's width inside its edges
@@ -379,7 +379,7 @@ def test_lossy_variant_law_and_tv(block_laws):
 
 
 def test_breakpoints_list_every_reference_threshold():
-    # specviz.block.breakpoints is what an exact court would enumerate with; it must hold every
+    # specviz.verifiers.block.breakpoints is what an exact court would enumerate with; it must hold every
     # threshold the reference says the rule compares a uniform with.
     for case in CASES + DET_CASES:
         for xs, _ in drafts_of(case.tree, case.V, case.j, case.path):
@@ -454,7 +454,7 @@ def test_toy_example_in_exact_rationals():
 
 
 def test_exact_court_over_several_rounds():
-    # specviz.exact's adaptive enumeration, over repeated rounds of Markov chains with ragged
+    # specviz.proof.exact's adaptive enumeration, over repeated rounds of Markov chains with ragged
     # draft counts 0..3 in a padded width of 3: block verification's law of 3 tokens is the
     # target's, for a sampling and a deterministic drafter; the lossy variant's is not.
     rng = np.random.default_rng(12)

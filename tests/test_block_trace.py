@@ -1,4 +1,4 @@
-"""specviz.block_trace: the step-by-step block, its exact tokens per step and its mistakes.
+"""specviz.proof.block_trace: the step-by-step block, its exact tokens per step and its mistakes.
 
 The variant engine is checked against verify_block on the same uniforms before its mistakes are
 trusted as negative controls; each mistake's exact TV (the court) must be far from 0 while the
@@ -12,9 +12,9 @@ import functools
 import numpy as np
 import pytest
 
-from specviz import InputError, court, prove
-from specviz.block import block_thresholds, verify_block
-from specviz.block_trace import (
+from specviz import InputError
+from specviz.proof import court, prove
+from specviz.proof.block_trace import (
     MISTAKES,
     block_expected_tokens,
     block_trace,
@@ -22,8 +22,9 @@ from specviz.block_trace import (
     trace_rows,
     verify_block_variant,
 )
-from specviz.markov import Drafter
-from specviz.verify import Uniforms
+from specviz.proof.markov import Drafter
+from specviz.verifiers.block import block_thresholds, verify_block
+from specviz.verifiers.verify import Uniforms
 
 TOY_P, TOY_Q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
 
@@ -107,7 +108,7 @@ def test_bad_pair_is_named():
 
 
 def test_the_drawing_holds_the_traces_numbers():
-    from specviz import figures
+    from specviz.app import figures
 
     t = seeded_block_trace(TOY_P, TOY_Q, 2, 3)
     fig = figures.block_steps(t)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from specviz import verify
-from specviz.bugs import BUGS, get
 from specviz.errors import InputError
-from specviz.exact import verifier_law
-from specviz.markov import Drafter, random_chain
-from specviz.prove import SCENARIOS, plan, run_case, run_suite
+from specviz.proof.bugs import BUGS, get
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, random_chain
+from specviz.proof.prove import SCENARIOS, plan, run_case, run_suite
 
 TOL = 1e-12
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specviz.bugs import BUGS
-from specviz.prove import calibrate, calibrate_tests, joint_passes, rejection_critical, tokens_passes
-from specviz.simulate import Simulation
-from specviz.stats import chi_square, counts, joint_test, mean_test
+from specviz.proof.bugs import BUGS
+from specviz.proof.prove import calibrate, calibrate_tests, joint_passes, rejection_critical, tokens_passes
+from specviz.proof.simulate import Simulation
+from specviz.proof.stats import chi_square, counts, joint_test, mean_test
 
 TRIALS, N, ALPHA = 200, 1000, 0.05
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz import prove as prove_mod
-from specviz.bugs import BUGS
 from specviz.cli import main
-from specviz.prove import SCENARIOS
+from specviz.proof import prove as prove_mod
+from specviz.proof.bugs import BUGS
+from specviz.proof.prove import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import cli, prove
+from specviz import cli
+from specviz.proof import prove
 
 FAST = ["--n", "20000", "--quiet", "--scenarios", "reference"]
 
 
 def test_block_kind_passes_verify_block_and_catches_its_controls(capsys):
-    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.block:verify_block", *FAST])
+    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.verifiers.block:verify_block", *FAST])
     out = capsys.readouterr().out
     assert rc == cli.EXIT_OK, out
     n = len(prove.kind_controls("block"))
@@ -25,17 +26,19 @@ def test_block_kind_passes_verify_block_and_catches_its_controls(capsys):
 
 
 def test_block_kind_fails_the_lossy_last_threshold_with_an_explanation(capsys):
-    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.block:verify_block_lossy", *FAST])
+    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.verifiers.block:verify_block_lossy", *FAST])
     out = capsys.readouterr().out
     assert rc == cli.EXIT_FAIL
-    assert "FAIL reference / specviz.block:verify_block_lossy:" in out
+    assert "FAIL reference / specviz.verifiers.block:verify_block_lossy:" in out
     assert "nearest known bugs by TV to the observed law: block_lossy_last" in out  # its own law is nearest
     assert "is lossy by the exact court on reference: TV 0.0768" in out
 
 
 def test_chain_verifier_as_block_fails_on_tokens_per_step(capsys):
     # The chain is lossless but keeps fewer drafts: held to block's exact tokens it fails, law passing.
-    rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.verify:verify", "--bugs", "none", *FAST])
+    rc = cli.main(
+        ["prove", "--kind", "block", "--verifier", "specviz.verifiers.verify:verify", "--bugs", "none", *FAST]
+    )
     out = capsys.readouterr().out
     assert rc == cli.EXIT_FAIL and "the law passes and only tokens per step fail" in out
 
@@ -51,8 +54,8 @@ def test_tree_kind_runs_trees_through_the_court(capsys):
 
 
 def test_tree_kind_fails_a_tree_mistake_given_as_the_verifier(capsys):
-    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.prove:_tree_resample_from_p", "--bugs", "none",
-                   *FAST])  # fmt: skip
+    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.proof.prove:_tree_resample_from_p",
+                   "--bugs", "none", *FAST])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == cli.EXIT_FAIL and "is lossy by the exact court on tree [-1, 0, 0] sample L=2" in out
 
@@ -70,7 +73,9 @@ def test_bugs_of_another_kind_are_refused(capsys):
 
 
 def test_tree_kind_takes_a_verify_signature_tree_verifier_too(capsys):
-    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.tree:verify_tree_chain", "--bugs", "none", *FAST])
+    rc = cli.main(
+        ["prove", "--kind", "tree", "--verifier", "specviz.verifiers.tree:verify_tree_chain", "--bugs", "none", *FAST]
+    )
     out = capsys.readouterr().out
     assert rc == cli.EXIT_OK, out
     row = next(line for line in out.splitlines() if line.startswith("reference ") and "verify_tree_chain" in line)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from specviz import InputError, verify
-from specviz.court import (
+from specviz.proof.court import (
     RULES,
     Problem,
     compare,
@@ -25,8 +25,8 @@ from specviz.court import (
     table,
     toy_problem,
 )
-from specviz.markov import Drafter, random_chain
-from specviz.tree import node_acceptance
+from specviz.proof.markov import Drafter, random_chain
+from specviz.verifiers.tree import node_acceptance
 
 TOL = 1e-12
 LOSSLESS = ("chain", "block", "tree (chain-shaped)", "sample-and-match")
@@ -110,7 +110,7 @@ def test_refuses_rather_than_guesses():
 def test_a_deliberately_shifted_rule_is_lossy_by_the_amount_computed():
     # A partial-bound rule is judged like any function: the lenient rule at theta = 1/2 on the toy
     # pair keeps every draft (p/(q/2) >= 1 for both tokens), so the first token follows q.
-    from specviz.lossy import verify_lenient
+    from specviz.verifiers.lossy import verify_lenient
 
     rule = functools.partial(verify_lenient, lenience=0.5)
     pb = pair_problem([1 / 3, 2 / 3], [2 / 3, 1 / 3], 1, L=1)
@@ -141,7 +141,7 @@ def test_bad_input_names_the_argument(call, match):
 def mistaken_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, *, rng=None, uniforms=None,
                   validate=True):  # fmt: skip
     """The tree rule with one step swapped: after a rejection, the node's target row again (not the residual)."""
-    from specviz.tree import _prepare, _verify
+    from specviz.verifiers.tree import _prepare, _verify
 
     t = _prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
     return _verify(t, np.asarray(uniforms[0]), np.asarray(uniforms[1]), validate, residual="target")
@@ -210,7 +210,7 @@ def test_multi_draft_rows_on_the_toy_example():
 def own_randomness_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, *, rng=None, uniforms=None,
                         validate=True):  # fmt: skip
     """Ignores its uniforms: the tree court must refuse."""
-    from specviz.tree import verify_tree
+    from specviz.verifiers.tree import verify_tree
 
     return verify_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, rng=np.random.default_rng())
 

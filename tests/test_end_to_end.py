@@ -13,11 +13,11 @@ import pytest
 from scipy import stats as sps
 
 from specviz import verify
-from specviz.bugs import BUGS
-from specviz.markov import Drafter, random_chain
-from specviz.simulate import generate
-from specviz.stats import ALPHA, joint_test
-from specviz.theory import chain_expected_tokens
+from specviz.proof.bugs import BUGS
+from specviz.proof.markov import Drafter, random_chain
+from specviz.proof.simulate import generate
+from specviz.proof.stats import ALPHA, joint_test
+from specviz.proof.theory import chain_expected_tokens
 
 N, L, K, V = 300_000, 3, 3, 4
 

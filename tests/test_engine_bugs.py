@@ -1,8 +1,8 @@
 """The engine bugs of issue 11: exact laws, prove at home, and the faults tested directly.
 
 Exact laws come from enumerating the real verifiers over their explicit uniforms
-(:func:`specviz.exact.verifier_law`); closed forms from :mod:`specviz.theory` and
-:mod:`specviz.processing` are checked against them. The statistical checks are prove's own
+(:func:`specviz.proof.exact.verifier_law`); closed forms from :mod:`specviz.proof.theory` and
+:mod:`specviz.verifiers.processing` are checked against them. The statistical checks are prove's own
 (level ``stats.ALPHA``, fixed seeds) with the correct verifier on the same scenario and seed as
 the control that must pass.
 """
@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specviz import engine_bugs, prove, theory
-from specviz.bugs import BUGS
-from specviz.engine_bugs import FAULTS, verify_seeded, verify_seeded_first_request
+from specviz.app.settings_demo import settings_report
 from specviz.errors import InputError
-from specviz.exact import breakpoints, verifier_law
-from specviz.markov import Drafter, make_chain
-from specviz.processing import Settings, process_logits
-from specviz.settings_demo import settings_report
-from specviz.verify import Uniforms, verify
+from specviz.proof import engine_bugs, prove, theory
+from specviz.proof.bugs import BUGS
+from specviz.proof.engine_bugs import FAULTS, verify_seeded, verify_seeded_first_request
+from specviz.proof.exact import breakpoints, verifier_law
+from specviz.proof.markov import Drafter, make_chain
+from specviz.verifiers.processing import Settings, process_logits
+from specviz.verifiers.verify import Uniforms, verify
 
 NEW = ("q_unprocessed", "target_unprocessed", "shared_noise_stream", "late_rejection")
 TOL = 1e-12
@@ -248,7 +248,7 @@ def test_per_request_seeds_alone_and_batched():
 
 def collision_probability(p, q, x) -> float:
     """sum over outputs of P(output)^2 for one verification of fixed drafts, exactly: the output is
-    constant on the boxes the listed thresholds (:func:`specviz.exact.breakpoints`) cut in the
+    constant on the boxes the listed thresholds (:func:`specviz.proof.exact.breakpoints`) cut in the
     two coins and the draw uniform."""
     K, V = x.shape[1], p.shape[2]
     edges = np.unique(np.concatenate([[0.0, 1.0], breakpoints(p[0], q[0], x[0])]))
@@ -284,10 +284,10 @@ def test_fault_entries_are_documented():
 def test_new_bugs_give_the_same_tokens_on_numpy_and_torch(name, kernels, monkeypatch):
     """Same explicit uniforms, same tokens: torch CPU tensors (NumPy views, or the torch kernels forced)."""
     torch = pytest.importorskip("torch")
-    import specviz._sample
+    import specviz.verifiers._sample
 
     if kernels == "torch":
-        monkeypatch.setattr(specviz._sample, "_numpy_viewable", lambda P, Q: False)
+        monkeypatch.setattr(specviz.verifiers._sample, "_numpy_viewable", lambda P, Q: False)
     rng = np.random.default_rng(8)
     B, K, V = 64, 3, 7
     P, Q = rng.dirichlet(np.ones(V), (B, K + 1)), rng.dirichlet(np.ones(V), (B, K))
@@ -306,9 +306,9 @@ def test_the_real_shared_stream_end_to_end_follows_the_wrappers_exact_law():
     as its acceptance coin (the fault itself, not the wrapper): the joint law of 3 tokens passes the
     chi-square against the wrapper's exact law (level stats.ALPHA, fixed seed) and fails against the
     target's (the negative control)."""
-    from specviz import stats
-    from specviz.markov import START
-    from specviz.simulate import build_round
+    from specviz.proof import stats
+    from specviz.proof.markov import START
+    from specviz.proof.simulate import build_round
 
     sc = prove.SCENARIOS["reference"]
     target, dchain = prove.scenario_chains(sc)

@@ -12,13 +12,13 @@ import pytest
 from scipy.stats import norm
 
 from specviz import InputError, Uniforms, verify
-from specviz.bugs import BUGS
-from specviz.exact import ExactLaw, breakpoints, verifier_law
-from specviz.markov import Drafter, make_chain, random_chain
-from specviz.prove import HOME, SCENARIOS, scenario_chains
-from specviz.simulate import generate
-from specviz.stats import joint_test
-from specviz.theory import chain_expected_tokens
+from specviz.proof.bugs import BUGS
+from specviz.proof.exact import ExactLaw, breakpoints, verifier_law
+from specviz.proof.markov import Drafter, make_chain, random_chain
+from specviz.proof.prove import HOME, SCENARIOS, scenario_chains
+from specviz.proof.simulate import generate
+from specviz.proof.stats import joint_test
+from specviz.proof.theory import chain_expected_tokens
 
 TOL = 1e-12
 ALPHA = 1e-3  # level of the chi-square checks: a false alarm in 1 of 1000 seeds
@@ -160,7 +160,7 @@ def test_decision_on_two_uniforms_is_refused_not_guessed(chains, monkeypatch):
     with pytest.raises(InputError, match="verifier: expected boxes resolved within max_evals = 200,000"):
         verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2, max_evals=200_000)
     # With a cap on the cuts per box instead, the boxes left over are reported and refused.
-    monkeypatch.setattr("specviz.exact.MAX_DEPTH", 4)
+    monkeypatch.setattr("specviz.proof.exact.MAX_DEPTH", 4)
     with pytest.raises(InputError, match=r"verifier: expected an output the enumeration resolves up to tol = 1e-09"):
         verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2)
     res = verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2, tol=1.0)

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from specviz.exact import verifier_law
-from specviz.markov import Drafter
-from specviz.prove import SCENARIOS, scenario_chains
-from specviz.simulate import generate
-from specviz.stats import joint_test
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter
+from specviz.proof.prove import SCENARIOS, scenario_chains
+from specviz.proof.simulate import generate
+from specviz.proof.stats import joint_test
 from tests import user_verifiers as uv
 
 ALPHA = 1e-3

@@ -1,7 +1,7 @@
-"""examples/hf_pair.py: the wrapper that turns a causal LM's forward pass into a specviz.text.Model.
+"""examples/hf_pair.py: the wrapper that turns a causal LM's forward pass into a specviz.app.text.Model.
 
 The model-independent part runs on stand-ins built from the character n-gram models of
-specviz.text, wrapped as if they were causal LMs (a forward pass over padded id tensors that
+specviz.app.text, wrapped as if they were causal LMs (a forward pass over padded id tensors that
 returns logits at every position, wider than the vocabulary). Wrapped, they must give the
 same logits, the same rounds and the same sequences as the n-grams called directly. The
 real-model part needs transformers and local weights; it skips, saying why, without them.
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from specviz import InputError
-from specviz.processing import Settings
-from specviz.text import ALPHABET, decode, encode, generate, tokens_per_call, trained_pair
+from specviz.app.text import ALPHABET, decode, encode, generate, tokens_per_call, trained_pair
+from specviz.verifiers.processing import Settings
 
 torch = pytest.importorskip("torch")
 

@@ -2,7 +2,7 @@
 NumPy and torch agreeing on every input both accept, batch invariance, and what validate=True
 checks on the rows a call reads.
 
-Sizes: V = 300 and 600 run the gathered column-chunk path of ``specviz._sample`` (several
+Sizes: V = 300 and 600 run the gathered column-chunk path of ``specviz.verifiers._sample`` (several
 blocks of 256 tokens); V = 9000 runs its per-row path (V >= 8192 on the CPU).
 """
 
@@ -292,7 +292,7 @@ def test_half_precision_torch_equals_numpy_on_the_upcast_values(V):
 
 @pytest.mark.slow
 def test_compiled_pass_returns_the_eager_tokens_and_raises_the_same(monkeypatch):
-    from specviz._sample import COMPILE_ENV
+    from specviz.verifiers._sample import COMPILE_ENV
 
     rng = np.random.default_rng(11)
     B, K, V = 16, 3, 9000  # V % 256 = 40: the eager tail block too
@@ -331,7 +331,7 @@ def test_compiled_pass_returns_the_eager_tokens_and_raises_the_same(monkeypatch)
 
 def test_rule_bonus_row_before_draws_the_bonus_of_full_rows_from_row_num_draft_minus_1():
     # A mistake for the bug list (requested by the prove owner): wrong only in the bonus.
-    from specviz.verify import Rule, verify_with_rule
+    from specviz.verifiers.verify import Rule, verify_with_rule
 
     K, V = 3, 5
     num = np.array([0, 1, 2, 3])
@@ -354,9 +354,9 @@ def test_rule_bonus_row_before_draws_the_bonus_of_full_rows_from_row_num_draft_m
 def test_the_torch_kernels_themselves_agree_with_numpy(V, monkeypatch):
     # Torch CPU float32/float64 tensors are verified by the NumPy code on views; CUDA and half
     # precision run the torch code. Force the torch code on the CPU and compare it, field by field.
-    import specviz._sample
+    import specviz.verifiers._sample
 
-    monkeypatch.setattr(specviz._sample, "_numpy_viewable", lambda P, Q: False)
+    monkeypatch.setattr(specviz.verifiers._sample, "_numpy_viewable", lambda P, Q: False)
     rng = np.random.default_rng(V + 3)
     B, K = 20, 3
     for dtype in (np.float32, np.float64):
@@ -380,7 +380,7 @@ def test_the_torch_kernels_themselves_agree_with_numpy(V, monkeypatch):
 def test_run_length_lookup_equals_the_cumulative_product(K):
     # NumPy's run length uses a table of trailing ones for K <= 16; every pattern is checked
     # exhaustively for K <= 9, random rows with long runs beyond.
-    from specviz._xp import NumpyOps
+    from specviz.verifiers._xp import NumpyOps
 
     if K <= 9:
         passed = ((np.arange(1 << K)[:, None] >> np.arange(K)[None, :]) & 1).astype(bool)

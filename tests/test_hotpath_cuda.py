@@ -76,8 +76,8 @@ def test_every_rule_bug_on_cuda_equals_numpy():
     # pipeline mistakes that first reprocess p or q (exp, powers) need not agree in the last bit.
     import functools
 
-    from specviz.bugs import BUGS
-    from specviz.verify import verify_with_rule
+    from specviz.proof.bugs import BUGS
+    from specviz.verifiers.verify import verify_with_rule
 
     B, K, V = 64, 3, 300
     target, draft, tokens, num, ua, us = case(B, K, V)

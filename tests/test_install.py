@@ -75,7 +75,7 @@ def test_wheel_holds_only_the_package_and_declares_its_dependencies(installed):
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         entry = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"specviz"}
-    assert "specviz/cli.py" in names and "specviz/verify.py" in names
+    assert "specviz/cli.py" in names and "specviz/verifiers/verify.py" in names
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     plain = {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in requires if "extra ==" not in r}
     assert plain == set(RUNTIME), requires
@@ -92,8 +92,8 @@ def test_pip_check_finds_the_declared_dependencies(installed):
 def test_console_command_runs_outside_the_repository(installed, tmp_path):
     res = run([str(installed / "specviz"), "list"], cwd=tmp_path)
     lines = res.stdout.splitlines()
-    from specviz.bugs import BUGS
-    from specviz.prove import SCENARIOS
+    from specviz.proof.bugs import BUGS
+    from specviz.proof.prove import SCENARIOS
 
     assert {ln.split()[1] for ln in lines if ln.startswith("scenario ")} == set(SCENARIOS)
     assert {ln.split()[1] for ln in lines if ln.startswith("bug ")} == set(BUGS)
@@ -105,7 +105,8 @@ def test_console_command_runs_outside_the_repository(installed, tmp_path):
 def test_package_imports_without_the_optional_dependencies(installed, tmp_path):
     code = (
         "import importlib.util, sys\n"
-        "import specviz, specviz.cli, specviz.prove, specviz.exact, specviz.theory, specviz.bugs, specviz.stats\n"
+        "import specviz, specviz.cli, specviz.proof.prove, specviz.proof.exact\n"
+        "import specviz.proof.theory, specviz.proof.bugs, specviz.proof.stats\n"
         f"missing = [m for m in {OPTIONAL!r} if importlib.util.find_spec(m) is not None]\n"
         "assert not missing, f'visible in the fresh venv: {missing}'\n"
         f"loaded = [m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r}]\n"
@@ -122,7 +123,8 @@ def test_every_module_imports_without_the_extras_except_figure_builders(installe
     # (it is imported when a tensor arrives).
     code = (
         "import importlib, pkgutil, specviz\n"
-        "for m in sorted(i.name for i in pkgutil.iter_modules(specviz.__path__) if i.name != '__main__'):\n"
+        "mods = pkgutil.walk_packages(specviz.__path__, 'specviz.')\n"
+        "for m in sorted(i.name[len('specviz.'):] for i in mods if not i.ispkg and i.name != 'specviz.__main__'):\n"
         "    try:\n"
         "        importlib.import_module('specviz.' + m)\n"
         "    except ModuleNotFoundError as e:\n"
@@ -132,6 +134,7 @@ def test_every_module_imports_without_the_extras_except_figure_builders(installe
     )
     out = run([str(installed / "python"), "-c", code], cwd=tmp_path).stdout.split("\n")
     results = dict(line.split() for line in out if line.strip())
-    assert {"verify", "cli", "prove", "bugs", "theory"} <= {m for m, r in results.items() if r == "ok"}
+    ok = {m for m, r in results.items() if r == "ok"}
+    assert {"verifiers.verify", "cli", "proof.prove", "proof.bugs", "proof.theory", "verifiers.block"} <= ok
     bad = {m: r for m, r in results.items() if r not in ("ok", "plotly")}
     assert not bad, f"modules that need more than numpy and scipy to import: {bad}"

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from specviz import interview as iv
-from specviz import simulate, theory, verify
-from specviz.bugs import BUGS
-from specviz.markov import Drafter, make_chain
-from specviz.position import draw_iid
-from specviz.speed import measure_tokens
+from specviz import verify
+from specviz.app import interview as iv
+from specviz.app.position import draw_iid
+from specviz.app.speed import measure_tokens
+from specviz.proof import simulate, theory
+from specviz.proof.bugs import BUGS
+from specviz.proof.markov import Drafter, make_chain
 
 P, Q = np.array(iv.REFERENCE_P), np.array(iv.UNIFORM_Q)
 CRIT = 0.001  # level of every chi-square below

@@ -1,6 +1,6 @@
 """Vocabularies past one block of the sampler (V > 256): blocks, the tail block, column chunks.
 
-The replacement-or-bonus draw in ``specviz._sample`` searches blocks of 256 tokens, summed a
+The replacement-or-bonus draw in ``specviz.verifiers._sample`` searches blocks of 256 tokens, summed a
 chunk of columns at a time for all rows together (V < 8192) or one row at a time through views
 (V >= 8192 on the CPU). Two independent checks cover it at V = 255 .. 32001:
 
@@ -24,12 +24,12 @@ from scipy import stats
 
 import specviz
 from specviz import Uniforms, verify, verify_flat
-from specviz.bugs import BUGS
+from specviz.proof.bugs import BUGS
 
 QUANT = 2**48  # documented: each weight is floored to a multiple of 2^-48 (exact Python int)
-BLOCK = 256  # tokens per block of the two-level search (specviz._sample.BLOCK)
-NUMPY_CHUNK_ELEMS = 2**16  # columns x rows per chunk on NumPy (specviz._xp.NumpyOps.chunk_elems)
-ROW_LOOP_V = 8192  # from this V on, the CPU processes each row alone (specviz._sample.ROW_LOOP_V)
+BLOCK = 256  # tokens per block of the two-level search (specviz.verifiers._sample.BLOCK)
+NUMPY_CHUNK_ELEMS = 2**16  # columns x rows per chunk on NumPy (specviz.verifiers._xp.NumpyOps.chunk_elems)
+ROW_LOOP_V = 8192  # from this V on, the CPU processes each row alone (specviz.verifiers._sample.ROW_LOOP_V)
 U_MAX = 1.0 - 2.0**-53  # the largest uniform below 1
 ALPHA = 0.001  # chi-square level; the critical value comes from scipy
 

@@ -1,11 +1,11 @@
-"""Settings in the link (specviz.links): bad values fall back with a note, good ones round-trip."""
+"""Settings in the link (specviz.app.links): bad values fall back with a note, good ones round-trip."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specviz import links
+from specviz.app import links
 
 
 def test_link_params_fall_back_to_defaults_with_a_note():

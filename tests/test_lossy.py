@@ -2,9 +2,9 @@
 
 # B rows, K drafts (padded width), V vocabulary
 
-Every figure in specviz.lossy's docstring is computed here twice: by the exact court's
-enumeration of the implementation (specviz.exact.verifier_law, one round of one draft, the
-first token) and by a closed form written here or in specviz.interview.
+Every figure in specviz.verifiers.lossy's docstring is computed here twice: by the exact court's
+enumeration of the implementation (specviz.proof.exact.verifier_law, one round of one draft, the
+first token) and by a closed form written here or in specviz.app.interview.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from specviz import InputError, Uniforms, verify
-from specviz.exact import verifier_law
-from specviz.interview import typical_acceptance_law
-from specviz.lossy import typical_threshold, verify_lenient, verify_ratio_threshold, verify_typical
-from specviz.markov import Drafter, make_chain, random_chain
+from specviz.app.interview import typical_acceptance_law
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, make_chain, random_chain
+from specviz.verifiers.lossy import typical_threshold, verify_lenient, verify_ratio_threshold, verify_typical
 
 TOL = 1e-12
 TEXTBOOK_P = np.array([0.5, 0.3, 0.15, 0.05])

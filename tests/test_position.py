@@ -1,13 +1,15 @@
-"""One position (specviz.position): the typed table, presets, and the sampler behind the exact page."""
+"""One position (specviz.app.position): the typed table, presets, and the sampler behind the exact page."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specviz import InputError, position, stats, theory
-from specviz.bugs import BUGS
-from specviz.simulate import sample_rows
+from specviz import InputError
+from specviz.app import position
+from specviz.proof import stats, theory
+from specviz.proof.bugs import BUGS
+from specviz.proof.simulate import sample_rows
 
 REF_P = np.array(position.REFERENCE_P)
 UNIFORM = np.full(4, 0.25)

@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 from specviz import verify
 from specviz.errors import InputError
-from specviz.processing import Settings, output_law, process_logits, removed, speculative_inputs
+from specviz.verifiers.processing import Settings, output_law, process_logits, removed, speculative_inputs
 
 
 def reference(logits: list[float], s: Settings) -> list[float]:

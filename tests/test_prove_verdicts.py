@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from specviz import stats
-from specviz.bugs import BUGS
-from specviz.prove import SCENARIOS, case_record, cell_tokens, plan, run_case, run_suite, top_cells
+from specviz.proof import stats
+from specviz.proof.bugs import BUGS
+from specviz.proof.prove import SCENARIOS, case_record, cell_tokens, plan, run_case, run_suite, top_cells
 from tests import user_verifiers as uv
 
 # --- no verdict without power ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""specviz.results: verdicts that carry their power, and the records the pages let people download."""
+"""specviz.app.results: verdicts that carry their power, and the records the pages let people download."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from specviz import batch_demo, prove, results, speed, stats, theory
-from specviz.bugs import BUGS
+from specviz.app import batch_demo, results, speed
+from specviz.proof import prove, stats, theory
+from specviz.proof.bugs import BUGS
 
 
 @pytest.fixture(scope="module")

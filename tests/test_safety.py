@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import InputError, batch_demo, limits, links
+from specviz import InputError
+from specviz.app import batch_demo, limits, links
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "evil.invalid"  # a reserved name: nothing resolves it, so a test can never reach a real host
@@ -169,7 +170,7 @@ def test_the_typed_p_entry_shows_hostile_text_as_text(payload):
 
 
 def test_an_input_error_a_page_lets_through_is_shown_and_flagged_not_raised(monkeypatch):
-    from specviz import theory
+    from specviz.proof import theory
 
     def broken(*args, **kwargs):
         raise InputError("p", "a distribution", f"'{PAYLOADS[0]}'")

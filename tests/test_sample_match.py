@@ -31,11 +31,11 @@ from test_block import (
 )
 
 from specviz import InputError, Uniforms
-from specviz.exact import verifier_law
-from specviz.markov import Drafter, random_chain
-from specviz.sample_match import verify_sample_match
-from specviz.simulate import generate
-from specviz.stats import ALPHA, joint_test
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, random_chain
+from specviz.proof.simulate import generate
+from specviz.proof.stats import ALPHA, joint_test
+from specviz.verifiers.sample_match import verify_sample_match
 
 
 def match_points(tree, xs):
@@ -156,7 +156,7 @@ def test_result_fields():
 
 
 def test_exact_court_over_several_rounds():
-    # specviz.exact over repeated rounds of Markov chains, ragged draft counts 0..3 in a padded
+    # specviz.proof.exact over repeated rounds of Markov chains, ragged draft counts 0..3 in a padded
     # width of 3, sampling and deterministic drafters: the law of 3 tokens is the target's.
     rng = np.random.default_rng(12)
     target, draft = random_chain(3, rng, zero_fraction=0.34), random_chain(3, rng, zero_fraction=0.34)

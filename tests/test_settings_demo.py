@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz import settings_demo as sd
+from specviz.app import settings_demo as sd
 from specviz.errors import InputError
-from specviz.processing import Settings, process_logits
+from specviz.verifiers.processing import Settings, process_logits
 
 REQUESTS = [Settings(), Settings(temperature=0.7, top_p=0.9), Settings(top_k=3), Settings(temperature=0)]
 DRAFTERS = [Settings(), Settings(temperature=1.5), Settings(top_k=2), Settings(temperature=0)]

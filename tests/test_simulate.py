@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from specviz import verify
-from specviz.bugs import BUGS
 from specviz.errors import InputError
-from specviz.markov import GUIDE, START, Drafter, inverse_cdf, make_chain, random_chain
-from specviz.simulate import Round, build_round, draft_tokens, garbage_token, generate, sample_rows
-from specviz.stats import joint_test
-from specviz.theory import chain_expected_tokens
+from specviz.proof.bugs import BUGS
+from specviz.proof.markov import GUIDE, START, Drafter, inverse_cdf, make_chain, random_chain
+from specviz.proof.simulate import Round, build_round, draft_tokens, garbage_token, generate, sample_rows
+from specviz.proof.stats import joint_test
+from specviz.proof.theory import chain_expected_tokens
 
 V, L, K = 4, 3, 3
 ALPHA = 0.001

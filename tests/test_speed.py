@@ -1,11 +1,12 @@
-"""Tokens per step (specviz.speed): measured against the closed form, and the speedup model."""
+"""Tokens per step (specviz.app.speed): measured against the closed form, and the speedup model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specviz import position, speed, theory
+from specviz.app import position, speed
+from specviz.proof import theory
 
 REF_P = np.array(position.REFERENCE_P)
 UNIFORM = np.full(4, 0.25)

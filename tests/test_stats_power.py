@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz import stats
 from specviz.errors import InputError
-from specviz.prove import SCENARIOS, scenario_chains
+from specviz.proof import stats
+from specviz.proof.prove import SCENARIOS, scenario_chains
 
 
 def _law(name: str = "reference", L: int = 3) -> np.ndarray:

@@ -7,10 +7,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specviz import stats, text
-from specviz.bugs import BUGS
+from specviz.app import text
 from specviz.errors import InputError
-from specviz.processing import Settings
+from specviz.proof import stats
+from specviz.proof.bugs import BUGS
+from specviz.verifiers.processing import Settings
 
 
 def witten_bell(corpus: str, order: int, history: str, V: int) -> np.ndarray:
@@ -222,3 +223,18 @@ def test_transcript_html_without_rejected_drafts_reads_as_the_generated_text():
     # Control: with the rejected drafts shown, the spans no longer read as the text.
     loud = text.transcript_html(prompt, steps, colors)
     assert shown(loud) != want and len(shown(loud)) == len(want) + sum(not x.bonus for x in steps)
+
+
+def test_the_readme_code_for_your_own_models_runs_with_the_ngram_pair():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Your own models") :]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    pair = text.trained_pair()
+    env = {"target": pair.target, "drafter": pair.drafter, "prompt_ids": text.encode("The ").tolist(),
+           "V": len(text.ALPHABET)}  # fmt: skip
+    exec(compile(code, "README.md", "exec"), env)
+    assert env["seqs"].shape == (1000, 8) and (env["seqs"] >= 0).all()
+    assert abs(env["law"].sum() - 1) < 1e-12

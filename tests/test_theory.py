@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specviz.bugs import BUGS
 from specviz.errors import InputError
-from specviz.exact import verifier_law
-from specviz.markov import Drafter, make_chain, random_chain
-from specviz.simulate import generate
-from specviz.theory import (
+from specviz.proof.bugs import BUGS
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, make_chain, random_chain
+from specviz.proof.simulate import generate
+from specviz.proof.theory import (
     acceptance_rate,
     chain_expected_tokens,
     decompose,
@@ -18,7 +18,7 @@ from specviz.theory import (
     position_law,
     total_variation,
 )
-from specviz.verify import verify
+from specviz.verifiers.verify import verify
 
 TOL = 1e-12
 P_REF, Q_UNIFORM = [0.5, 0.3, 0.15, 0.05], [0.25] * 4

@@ -23,10 +23,10 @@ import pytest
 import torch
 
 from specviz import InputError, Uniforms, verify
-from specviz.exact import verifier_law
-from specviz.markov import Drafter, random_chain
-from specviz.stats import ALPHA, joint_test
-from specviz.tree import (
+from specviz.proof.exact import verifier_law
+from specviz.proof.markov import Drafter, random_chain
+from specviz.proof.stats import ALPHA, joint_test
+from specviz.verifiers.tree import (
     _prepare,
     _verify,
     context_free_trees,

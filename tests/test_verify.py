@@ -10,7 +10,7 @@ from scipy import stats
 
 import specviz
 from specviz import InputError, Uniforms, verify, verify_flat, verify_greedy
-from specviz.theory import expected_tokens
+from specviz.proof.theory import expected_tokens
 
 ALPHA = 0.001  # chi-square level used throughout; the critical value comes from scipy
 

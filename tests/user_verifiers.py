@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from specviz import verify
-from specviz.bugs import BUGS
+from specviz.proof.bugs import BUGS
 
 ATOM = 0.05  # coin_atom_at_zero: mass of the coin at exactly 0
 

@@ -3,8 +3,8 @@
 # B rows, K drafts (padded width), V vocabulary
 
 Each rule has :func:`specviz.verify`'s signature (padded batch, ``rng=`` or explicit
-``uniforms=``, ``validate=``) so the exact court (:mod:`specviz.court`) and
-:func:`specviz.simulate.generate` drive them like the lossless ones; their knobs are keyword
+``uniforms=``, ``validate=``) so the exact court (:mod:`specviz.proof.court`) and
+:func:`specviz.proof.simulate.generate` drive them like the lossless ones; their knobs are keyword
 arguments with defaults (bind others with ``functools.partial``). They trade exactness for
 accepted tokens, and the court measures both.
 
@@ -19,7 +19,7 @@ accepted tokens, and the court measures both.
   temperature and ``fast=False``, ``generate_candidates`` samples it instead with
   ``get_typical_one_token``, from the target restricted to the tokens with p >= the same
   threshold, renormalized: ``fallback="typical"``. ``fallback="target"`` samples it from p
-  itself (the rule as the issue and :func:`specviz.interview.typical_acceptance_law` state it).
+  itself (the rule as the issue and :func:`specviz.app.interview.typical_acceptance_law` state it).
   Medusa computes the entropy as -sum p log(p + 1e-5); here it is exact (0 log 0 = 0). The
   defaults epsilon = 0.09 and delta = 0.3 are ``medusa_generate``'s ``posterior_threshold`` and
   ``posterior_alpha`` (the threshold is min(posterior_threshold, posterior_alpha exp(-H))).
@@ -64,8 +64,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import InputError
 from .block import Batch, get_uniforms, inverse_cdf, prepare
-from .errors import InputError
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs

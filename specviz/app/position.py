@@ -4,7 +4,7 @@
 
 A context-free position has the same target p and draft q at every draft position, so its
 rows are broadcast views of two vectors and the first emitted token follows
-:func:`specviz.theory.position_law` exactly. Randomness comes from an explicit seed.
+:func:`specviz.proof.theory.position_law` exactly. Randomness comes from an explicit seed.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import bugs
-from .errors import InputError
+from ..errors import InputError
+from ..proof import bugs
+from ..verifiers.verify import Verification, verify
 from .limits import MAX_POSITION_K, MAX_TABLE_V
-from .verify import Verification, verify
 
 RENORMALIZE_ATOL = 1e-9  # |sum - 1| above this is the user's doing and is reported, not rounding
 
@@ -196,7 +196,7 @@ def show_me(bug: str) -> ShowMe | None:
     None when no candidate shows anything: the bug has no one-position effect (its first token
     follows p, or it has no single-position law) and only the end-to-end tests can see it.
     """
-    from . import theory  # late: theory imports markov, which the page does not otherwise need
+    from ..proof import theory  # late: theory imports markov, which the page does not otherwise need
 
     bugs.get(bug)
     best: ShowMe | None = None
@@ -228,7 +228,7 @@ def _thousandths(x: np.ndarray) -> list[float]:
 def draw_iid(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Inverse-CDF draws from one distribution (V,) for uniforms of any shape, as int64.
 
-    The same rule as :func:`specviz.simulate.sample_rows` (the first token whose running sum
+    The same rule as :func:`specviz.proof.simulate.sample_rows` (the first token whose running sum
     exceeds u * total, never past the last token with mass) with one shared CDF instead of a
     copy per row: n = 10^5 rows of K = 8 drafts over V = 64 tokens would otherwise cumsum a
     400 MB array.
@@ -275,7 +275,7 @@ def sample_position(
     target_probs (V,), draft_probs (V,): validated distributions. Drafts are drawn from q,
     except for ``greedy_draft_sampled_q``, whose drafter always proposes argmax q while
     reporting q. The first emitted token of each row follows
-    :func:`specviz.theory.position_law`.
+    :func:`specviz.proof.theory.position_law`.
     """
     p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
     if not 1 <= K <= MAX_POSITION_K:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 Array = Any
 

@@ -39,7 +39,7 @@ law up to float64 rounding (about 1e-15, far below ``unresolved``'s tolerance) u
 assumption: every piece of constant output that meets an accepted box contains one of its
 probes or of the points of a line searched through it. What the listed breakpoints add: a piece
 bounded by listed thresholds is found on a searched line whatever its width (a midpoint lies
-inside it), so the correct rule and the bugs of :mod:`specviz.bugs` never depend on the evenly
+inside it), so the correct rule and the bugs of :mod:`specviz.proof.bugs` never depend on the evenly
 spaced points. Other thresholds (a coin rescaled as 3u mod 1, say) are found when their pieces
 are wider than 1/``LINE_POINTS`` of the box along the line searched. A narrower piece lying
 strictly between probes is what the assumption excludes; nothing proves it absent, but the
@@ -73,10 +73,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
+from ..verifiers.verify import Uniforms
 from .markov import START, Drafter, MarkovChain
 from .simulate import Round, _check_result, build_round
-from .verify import Uniforms
 
 LINE_POINTS = 64  # evenly spaced points of each line search, besides the listed breakpoints
 SNAP_ULPS = 256  # a change next to a search point is first looked for this many floats around it (draws: ~120)
@@ -148,12 +148,13 @@ def verifier_law(
     max_evals: int = MAX_EVALS,
     audit: int = AUDIT_POINTS,
 ) -> ExactLaw:
-    """The law of the first L tokens of draft-and-verify rounds run as :func:`specviz.simulate.generate` runs them.
+    """The law of the first L tokens of draft-and-verify rounds, run as
+    :func:`specviz.proof.simulate.generate` runs them.
 
     ``num_draft``: the drafts of every row in every round, or a sequence of counts from which
     each row draws its count uniformly each round (``range(K + 1)`` is ``generate(ragged=True)``).
     ``K``: the padded width, default the largest count; padding holds wrong distributions (see
-    :func:`specviz.simulate.build_round`). ``verifier`` has the signature of
+    :func:`specviz.proof.simulate.build_round`). ``verifier`` has the signature of
     :func:`specviz.verify` and is called with explicit ``uniforms=``. ``tol``: the largest
     unresolved mass returned rather than refused. ``max_evals``: verifier rows before refusing.
     ``audit``: random points per context in the first audit (0 skips the audit, leaving the law

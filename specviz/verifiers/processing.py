@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .verify import Uniforms, Verification, verify
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -104,7 +104,7 @@ def process_logits(logits: Array, settings: Settings = DEFAULT) -> Array:
         sums and the ties then agree exactly between the two), and returned on their device.
     """
     if not isinstance(settings, Settings):
-        raise InputError("settings", "a specviz.processing.Settings", type(settings).__name__)
+        raise InputError("settings", "a specviz.verifiers.processing.Settings", type(settings).__name__)
     if _is_torch(logits):
         import torch
 

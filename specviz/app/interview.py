@@ -31,8 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import speed, theory
-from .errors import InputError
+from ..errors import InputError
+from ..proof import theory
+from . import speed
 
 REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
 UNIFORM_Q = (0.25, 0.25, 0.25, 0.25)
@@ -274,7 +275,7 @@ def check(question: Question, answer: str | float | None) -> bool:
 
 def cheat_sheet(results: dict[str, bool] | None = None) -> str:
     """One page of Markdown: the rule, the formulas with worked numbers, the classic mistakes."""
-    from .bugs import BUGS
+    from ..proof.bugs import BUGS
 
     qs = questions()
     lines = [

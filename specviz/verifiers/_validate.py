@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 # |sum(row) - 1| allowed for a probability row. Loose enough for a float32 softmax over a
 # 128k vocabulary (rounding error ~1e-5), tight enough to catch an unnormalized row or logits.

@@ -511,7 +511,7 @@ def _prefix_table(K: int, inclusive: bool) -> np.ndarray:
 
 
 def _rng_error(rng: Any, expected: str) -> Exception:
-    from .errors import InputError
+    from ..errors import InputError
 
     return InputError("rng", expected, type(rng).__name__)
 

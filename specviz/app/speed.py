@@ -3,7 +3,7 @@
 # K drafts, M values of K, n rows per point
 
 The closed form, E[tokens] = (1 - a^(K+1)) / (1 - a) for a context-free acceptance rate a,
-lives in :func:`specviz.theory.expected_tokens`; here the verifier itself is run to measure
+lives in :func:`specviz.proof.theory.expected_tokens`; here the verifier itself is run to measure
 it, and the model turns it into a speedup over plain decoding.
 """
 
@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import theory
-from .bugs import BUGS
-from .errors import InputError
+from ..errors import InputError
+from ..proof import theory
+from ..proof.bugs import BUGS
+from ..verifiers.verify import verify
 from .position import draw_iid, verify_context_free
-from .verify import verify
 
 
 def two_token_pair(acceptance: float) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def measure_tokens(
 ) -> Measured:
     """Mean tokens per verification for each K, by running the verifier on n context-free rows.
 
-    ``bonus=False`` runs :data:`specviz.bugs.BUGS` ``["no_bonus"]``: the rule exactly, minus
+    ``bonus=False`` runs :data:`specviz.proof.bugs.BUGS` ``["no_bonus"]``: the rule exactly, minus
     the bonus token.
     """
     p, q = theory.as_dist(target_probs, "target_probs"), theory.as_dist(draft_probs, "draft_probs")

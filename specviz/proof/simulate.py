@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
+from ..verifiers.verify import verify_greedy
 from .markov import START, Drafter, MarkovChain
-from .verify import verify_greedy
 
 Verifier = Callable[..., Any]
 
@@ -282,7 +282,7 @@ def generate(
     with ``greedy=True`` the target is decoded at temperature 0 with
     :func:`specviz.verify_greedy` and ``verifier`` is ignored. ``ragged`` draws each row's
     draft count uniformly from 0..K every round; otherwise every row drafts K.
-    ``expected`` (V+1, K+1) is :func:`specviz.theory.chain_expected_tokens` for the pair.
+    ``expected`` (V+1, K+1) is :func:`specviz.proof.theory.chain_expected_tokens` for the pair.
 
     Sequences are simulated ``chunk`` at a time, each chunk round after round until all its
     sequences are complete: the sequences are independent, so this changes which uniform

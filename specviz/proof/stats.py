@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize, stats
 
-from .errors import InputError
+from ..errors import InputError
 
 ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
 MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this

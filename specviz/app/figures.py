@@ -16,8 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import theory
-from .verify import Verification
+from ..proof import theory
+from ..verifiers.verify import Verification
 
 # One color per meaning, the same on every page.
 ACCEPTED = "#2e7d32"  # a draft that survived: min(p, q)
@@ -548,7 +548,7 @@ def continuation_comparison(law: np.ndarray, counts: np.ndarray, labels: Sequenc
 
 
 def block_steps(trace: Any) -> go.Figure:
-    """One block verification (a :class:`specviz.block_trace.BlockTrace`): per draft its threshold
+    """One block verification (a :class:`specviz.proof.block_trace.BlockTrace`): per draft its threshold
     h_i (bars) and the uniform eta_i compared with it (diamonds), then the distribution the last
     token came from. Threshold bars are green for the kept drafts x_1 .. x_tau (a pass at i keeps
     every draft up to i, even those whose own uniform failed) and grey after tau; in the right

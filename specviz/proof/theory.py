@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .markov import Drafter, MarkovChain
 
 PROB_ATOL = 1e-9  # |sum - 1| allowed for the float64 vectors of the closed forms
@@ -158,8 +158,8 @@ def position_law(target_probs: object, draft_probs: object, bug: str | None = No
         out[x] += r
         return out
     if bug in ("q_unprocessed", "target_unprocessed"):
+        from ..verifiers.processing import output_law
         from . import engine_bugs  # late import: it imports verify and processing
-        from .processing import output_law
 
         if bug == "target_unprocessed":  # the rule is exact for the p it is given: the raw target
             return np.asarray(engine_bugs.unprocess(p, engine_bugs.REQUEST))

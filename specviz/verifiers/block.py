@@ -76,9 +76,9 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
-from .errors import InputError
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
@@ -108,7 +108,7 @@ class BlockThresholds(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """Validated padded inputs. Shared with :mod:`specviz.sample_match`."""
+    """Validated padded inputs. Shared with :mod:`specviz.verifiers.sample_match`."""
 
     ops: Ops
     target: Array  # (B, K+1, V) as given (rows past num_draft may hold anything)
@@ -186,7 +186,7 @@ def verify_block_lossy(
     accepted or rejected the whole block as one draw from the joint would use, and it is at
     least w_j (which caps the running ratio at 1 after every draft). Paired with the
     per-position residuals of block verification it over-accepts: step (1) of the proof in
-    :mod:`specviz.block` needs Pr[tau >= j | x^j] = w_j exactly.
+    :mod:`specviz.verifiers.block` needs Pr[tau >= j | x^j] = w_j exactly.
 
     Exact figures on the paper's toy example (context-free p = (1/3, 2/3), q = (2/3, 1/3),
     2 drafts): it keeps 4/3 drafts per step against 11/9 for block verification and 10/9 for
@@ -238,7 +238,7 @@ def breakpoints(
     with, for one row: the thresholds h_i of both variants and the CDF points of every row the
     extra token can come from (p_0 .. p_j and the residuals max(0, w_i p_i - q_i), i < j).
 
-    For an exact enumeration over the uniforms, like :func:`specviz.exact.breakpoints` for the
+    For an exact enumeration over the uniforms, like :func:`specviz.proof.exact.breakpoints` for the
     chain. target_probs (K+1, V), draft_probs (K, V) or None, draft_tokens (K,), num_draft
     default K. Sorted, unique, float64.
     """

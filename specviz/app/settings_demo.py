@@ -3,7 +3,7 @@
 # V vocabulary, K drafts
 
 Pure functions behind the app page: process a target's and a drafter's logits with their own
-settings (:mod:`specviz.processing`), and compute, exactly, what the first emitted token
+settings (:mod:`specviz.verifiers.processing`), and compute, exactly, what the first emitted token
 follows under the correct pipeline and under the two mismatches engines have shipped:
 
 - ``q_unprocessed``: the drafts are drawn from the drafter's *processed* law, but the verifier
@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import theory
-from .errors import InputError
-from .processing import Settings, output_law, process_logits
+from ..errors import InputError
+from ..proof import theory
+from ..verifiers.processing import Settings, output_law, process_logits
 
 # Logit presets (target, draft) over a small vocabulary, with a line saying what each shows.
 PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {
@@ -170,7 +170,7 @@ RANDOM_V = 8  # random logits: the presets' vocabulary size
 def parse_logits(text: str, name: str) -> np.ndarray:
     """Typed logits (V,): numbers separated by commas and/or spaces; ``-inf`` rules a token out.
 
-    NaN and ``+inf`` are refused here (:func:`specviz.processing.process_logits` would refuse
+    NaN and ``+inf`` are refused here (:func:`specviz.verifiers.processing.process_logits` would refuse
     them too, with a message about the array rather than the text).
     """
     items = [s for s in str(text).replace(",", " ").split() if s]

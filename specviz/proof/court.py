@@ -3,7 +3,7 @@
 # V vocabulary, K drafts per round (padded width), L tokens judged
 
 :func:`judge` puts one verifier (a function with :func:`specviz.verify`'s signature, or the name
-of a rule in :data:`RULES`) through :func:`specviz.exact.verifier_law` on a problem: a target
+of a rule in :data:`RULES`) through :func:`specviz.proof.exact.verifier_law` on a problem: a target
 chain, a drafter, the window L, the padded width K and the draft counts. It returns the exact
 law of the first L tokens, its total-variation distance from the target's law, the exact
 expected tokens of one verification, and a verdict computed from those numbers:
@@ -12,17 +12,17 @@ expected tokens of one verification, and a verdict computed from those numbers:
 cannot vouch for a law. :func:`compare` judges several rules on one problem, one row each.
 
 Trees with several candidates per node do not fit ``verify``'s signature: :func:`judge_tree`
-judges a tree verifier (:func:`specviz.tree.verify_tree`'s signature) on a tree shape drawn
+judges a tree verifier (:func:`specviz.verifiers.tree.verify_tree`'s signature) on a tree shape drawn
 afresh each round, locating each candidate's threshold on the verifier's own decisions, and
 :func:`compare_with_trees` adds k-draft rows to the table.
 
-Problems are the Markov-chain scenarios of :mod:`specviz.prove` (by name or as a
-:class:`~specviz.prove.Scenario`), :func:`toy_problem` (the block-verification paper's example),
+Problems are the Markov-chain scenarios of :mod:`specviz.proof.prove` (by name or as a
+:class:`~specviz.proof.prove.Scenario`), :func:`toy_problem` (the block-verification paper's example),
 or a :class:`Problem` built by hand.
 
 Expected tokens per step: the exact mean number of tokens emitted by the first verification
 (from the start context), averaged over the draft counts a row can have (uniformly, as
-:func:`specviz.simulate.generate` draws them for ragged rows). On a context-free problem (the
+:func:`specviz.proof.simulate.generate` draws them for ragged rows). On a context-free problem (the
 toy example) this is the mean of every verification.
 """
 
@@ -34,14 +34,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .block import verify_block, verify_block_lossy
-from .errors import InputError
+from ..errors import InputError
+from ..verifiers.block import verify_block, verify_block_lossy
+from ..verifiers.lossy import verify_lenient, verify_ratio_threshold, verify_typical
+from ..verifiers.sample_match import verify_sample_match
+from ..verifiers.tree import verify_tree_chain
+from ..verifiers.verify import Uniforms, verify
 from .exact import verifier_law
-from .lossy import verify_lenient, verify_ratio_threshold, verify_typical
 from .markov import Drafter, MarkovChain, make_chain
-from .sample_match import verify_sample_match
-from .tree import verify_tree_chain
-from .verify import Uniforms, verify
 
 Verifier = Callable[..., Any]
 
@@ -119,7 +119,7 @@ def pair_problem(target_probs: Sequence[float], draft_probs: Sequence[float], K:
 
 
 def problem(scenario: Any) -> Problem:
-    """A :class:`Problem` from a scenario name, a :class:`~specviz.prove.Scenario`, a Problem or a
+    """A :class:`Problem` from a scenario name, a :class:`~specviz.proof.prove.Scenario`, a Problem or a
     tuple (target chain, drafter, L, K, num_draft)."""
     if isinstance(scenario, Problem):
         return scenario
@@ -157,7 +157,7 @@ def judge(
     target and its expected tokens per step; ``lossless`` is computed, never declared.
 
     Raises :class:`~specviz.InputError` naming ``verifier`` when the enumeration cannot vouch for
-    the law (see :mod:`specviz.exact`): the court refuses rather than guesses.
+    the law (see :mod:`specviz.proof.exact`): the court refuses rather than guesses.
     """
     label, fn = _resolve(verifier)
     pb = problem(scenario)
@@ -248,12 +248,12 @@ def judge_tree(
 ) -> TreeJudgement:
     """The exact law of the first L tokens of rounds of tree verification, every round the same tree shape.
 
-    ``parents`` (N,): the tree's shape in :mod:`specviz.tree`'s layout. Each round, the
+    ``parents`` (N,): the tree's shape in :mod:`specviz.verifiers.tree`'s layout. Each round, the
     candidates after a context are drawn from the drafter: ``mode="sample"`` draws every node's
     children i.i.d. from the drafter's row after the node's token (and reports those rows);
     ``"argmax"`` takes the drafter row's most likely tokens in order (a top-k tree, no q
-    reported). ``verifier`` has :func:`specviz.tree.verify_tree`'s signature and returns a result
-    with ``path`` and ``tokens`` (default: :func:`specviz.tree.verify_tree`).
+    reported). ``verifier`` has :func:`specviz.verifiers.tree.verify_tree`'s signature and returns a result
+    with ``path`` and ``tokens`` (default: :func:`specviz.verifiers.tree.verify_tree`).
 
     How. For each context and each assignment of candidate tokens (weighted by the drafter), the
     coins are resolved along the verifier's own decisions: the first tried node whose coin is not
@@ -266,7 +266,7 @@ def judge_tree(
     after it do not move its threshold), and the draw is monotone. A verifier that breaks either
     is refused with an :class:`~specviz.InputError` naming ``verifier``.
     """
-    from .tree import verify_tree
+    from ..verifiers.tree import verify_tree
 
     fn = verify_tree if verifier is None else verifier
     par = np.asarray(parents, dtype=np.int64)
@@ -486,7 +486,7 @@ def compare_with_trees(
     k i.i.d. drafts of the problem's K tokens from the root (SpecInfer) and the drafter's top-k
     (deterministic), each judged by :func:`judge_tree`. A tree the court cannot take within
     ``max_assignments`` gets a refused row."""
-    from .tree import multi_draft_parents
+    from ..verifiers.tree import multi_draft_parents
 
     pb = problem(scenario)
     rows = compare(None, pb, max_evals=max_evals)
@@ -506,7 +506,7 @@ def compare_with_trees(
 
 
 class Measurement(NamedTuple):
-    """Tokens per verification measured by :func:`specviz.simulate.generate`, beside the exact figure."""
+    """Tokens per verification measured by :func:`specviz.proof.simulate.generate`, beside the exact figure."""
 
     rule: str
     tokens_per_round: float  # mean over the verifications run
@@ -521,7 +521,7 @@ class Measurement(NamedTuple):
 
 
 def measure(judgement: Judgement, verifier: Verifier | str, scenario: Any, *, n: int, seed: int) -> Measurement:
-    """Run ``verifier`` through :func:`specviz.simulate.generate` on ``scenario`` (n sequences of L
+    """Run ``verifier`` through :func:`specviz.proof.simulate.generate` on ``scenario`` (n sequences of L
     tokens, seeded) and compare its tokens per verification with ``judgement``'s exact table,
     averaged over the contexts and draft counts the run met."""
     from .simulate import generate

@@ -20,7 +20,7 @@ flat layout serving engines use (one node per position of the tree-attention mas
 
 A chain of j drafts is the tree parents = (-1, 0, 1, .., j-1); :func:`verify_tree_chain`
 wraps it with :func:`specviz.verify`'s signature, so every tool that drives ``verify`` (the
-exact court, :func:`specviz.simulate.generate`) drives the tree rule too.
+exact court, :func:`specviz.proof.simulate.generate`) drives the tree rule too.
 
 The rule. Start at the root with r = p_0. At the current node c, try its children in order.
 For a child with token y, draw its coin u and
@@ -63,7 +63,7 @@ the order of trying does, and it must not depend on the coins. A candidate with 
 the drafter says it could not have drawn) is rejected, as in the chain.
 
 Exactness across backends: masses are integer sums of weights floored to multiples of 2^-58
-(as in :mod:`specviz.block`), the coin compares ``u * q(y) * M < r(y)`` with r kept unnormalized
+(as in :mod:`specviz.verifiers.block`), the coin compares ``u * q(y) * M < r(y)`` with r kept unnormalized
 and M its integer-summed mass, and elementwise float64 arithmetic is the same in NumPy and
 torch, so both return identical tokens for the same uniforms. Flooring moves each mass by at
 most V 2^-58, which moves the law by about that much per tested candidate.
@@ -73,7 +73,7 @@ batches of trees for a context-free pair (:func:`context_free_trees`), the exact
 accepts one of k candidates and the expected accepted depth of a k-ary tree
 (:func:`node_acceptance`, :func:`kary_expected_accepted`), a seeded measurement
 (:func:`measure_kary`) and one verification node by node (:func:`trace`). The exact law of
-rounds of tree verification on Markov chains is :func:`specviz.court.judge_tree`.
+rounds of tree verification on Markov chains is :func:`specviz.proof.court.judge_tree`.
 """
 
 from __future__ import annotations
@@ -82,10 +82,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
 from .block import QUANT, inverse_cdf, quantize
-from .errors import InputError
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs

@@ -3,7 +3,7 @@
 # B rows, K drafts (padded width), V vocabulary
 
 The verifiers here take the arguments and return the result of :func:`specviz.verify`, so the
-proof suite, the exact enumeration (:mod:`specviz.exact`) and the app run them unchanged.
+proof suite, the exact enumeration (:mod:`specviz.proof.exact`) and the app run them unchanged.
 
 How a pipeline's mistake is reproduced at the verifier's door. In every proof scenario the
 rows a verifier receives are what a *correct* engine hands it: the target rows are the law
@@ -15,7 +15,7 @@ temperature T the raw row is recovered exactly: with logits z, softmax(z / T)^T 
 proportional to exp(z), so raw = row^T / sum(row^T) (zeros stay zeros). The settings the
 engines got wrong are :data:`REQUEST` and :data:`DRAFTER`; a top-k or top-p filter removes
 tokens and cannot be undone this way, which is why the catalogue's instances are
-temperatures (the lesson is the same: :func:`specviz.processing.output_law` computes either).
+temperatures (the lesson is the same: :func:`specviz.verifiers.processing.output_law` computes either).
 
 Randomness: :func:`verify_seeded` draws each row's uniforms from its own request's seed, the
 way an engine must for per-request reproducibility; :func:`verify_seeded_first_request` is
@@ -34,9 +34,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
-from .processing import Settings
-from .verify import Rule, Uniforms, Verification, verify, verify_with_rule
+from ..errors import InputError
+from ..verifiers.processing import Settings
+from ..verifiers.verify import Rule, Uniforms, Verification, verify, verify_with_rule
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
@@ -270,7 +270,7 @@ FAULTS: dict[str, Fault] = {
             "NumPy or torch) raises InputError when a row it reads is NaN, as do the verifiers of the "
             "bug catalogue, but one: unclamped_residual with validate=False searches the NaN running sum "
             "itself and falls through to its last token, V - 1. None of them emits a token outside [0, V).",
-            "a direct test of verify and every verifier in specviz.bugs.BUGS on a NaN row, NumPy and "
+            "a direct test of verify and every verifier in specviz.proof.bugs.BUGS on a NaN row, NumPy and "
             "torch (tests/test_engine_bugs.py): robustness, not law",
             False,
         ),
@@ -296,7 +296,7 @@ FAULTS: dict[str, Fault] = {
 
 
 def home_tvs(bug: str) -> str:
-    """TV between the exact joint law of ``bug`` (:func:`specviz.prove.exact_bug_law`) and the
+    """TV between the exact joint law of ``bug`` (:func:`specviz.proof.prove.exact_bug_law`) and the
     target's, in each of its home scenarios, in words."""
     from .prove import HOME, SCENARIOS, exact_bug_law, scenario_chains  # late: prove imports bugs, which imports this
 

@@ -8,11 +8,11 @@ draft-and-verify rounds, then
 - the joint chi-square of the L-token law against the target's exact law (level ``alpha``,
   with the smallest total-variation shift it detects with 99% probability beside it), and
 - tokens per verification against the exact expectation for the contexts actually met
-  (:func:`specviz.theory.chain_expected_tokens`), a z-test at the same level (slightly
+  (:func:`specviz.proof.theory.chain_expected_tokens`), a z-test at the same level (slightly
   conservative: its standard error uses the overall variance of tokens per round, which
   includes the spread between contexts).
 
-No verdict without power (:mod:`specviz.stats`): a test speaks only when it is *conclusive*,
+No verdict without power (:mod:`specviz.proof.stats`): a test speaks only when it is *conclusive*,
 i.e. it would catch a shift of ``stats.MIN_TV`` in the law (or ``stats.MIN_TOKENS`` tokens per
 step, after ``stats.MIN_ROUNDS`` rounds) with probability 99%, or it saw a sample the target
 cannot produce. A conclusive failing test fails the case; every test conclusive and passing
@@ -32,12 +32,12 @@ ragged too, and K = 1 with L = 3); :attr:`Scenario.covers` says what each one se
 
 Kinds of verifier (:data:`KINDS`, ``prove --kind``): "chain" is the above. "block" holds the
 verifier to block verification's own exact tokens per step
-(:func:`specviz.block_trace.block_expected_tokens`, more than the chain's) and runs block
-verification's mistakes as controls; "tree" takes :func:`specviz.tree.verify_tree`'s signature
+(:func:`specviz.proof.block_trace.block_expected_tokens`, more than the chain's) and runs block
+verification's mistakes as controls; "tree" takes :func:`specviz.verifiers.tree.verify_tree`'s signature
 (run on the scenarios as chain-shaped trees, :func:`as_chain`) or verify's, with tree
 verification's mistakes as controls. For both, :func:`exact_court` adds the court's exact TV:
-per scenario by :func:`specviz.court.judge`, and on the small trees of :data:`TREE_PROBLEMS` by
-:func:`specviz.court.judge_tree`. :func:`kind_controls` lists each kind's controls.
+per scenario by :func:`specviz.proof.court.judge`, and on the small trees of :data:`TREE_PROBLEMS` by
+:func:`specviz.proof.court.judge_tree`. :func:`kind_controls` lists each kind's controls.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
+from ..errors import InputError
+from ..verifiers.verify import verify
 from . import simulate as _simulate
 from . import stats, theory
 from .bugs import BUGS, Bug
-from .errors import InputError
 from .markov import Drafter, MarkovChain, make_chain, random_chain
 from .simulate import generate
 from .stats import ALPHA, ChiSquare, MeanTest, chi_square, counts, joint_test, mean_test, position_tests
-from .verify import verify
 
 DEFAULT_N = 300_000
 CHAIN_SEED = 20_241_130  # the chains of a scenario are fixed; --seed only changes the sampling
@@ -147,7 +147,7 @@ def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 def _tree_resample_from_p(target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
                           *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Any:  # fmt: skip
     """Tree verification whose r is reset to the node's target row after a rejection (a mistake)."""
-    from . import tree
+    from ..verifiers import tree
 
     t = tree._prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
     ua, us = tree._uniforms(t, rng, uniforms, validate)
@@ -157,13 +157,13 @@ def _tree_resample_from_p(target_probs: Any, draft_probs: Any, node_tokens: Any,
 @functools.cache
 def kind_controls(kind: str) -> dict[str, Bug]:
     """The negative controls of a kind of verifier: its own classic mistakes, each the rule with
-    one step swapped. "chain": :data:`specviz.bugs.BUGS`. "block": :func:`specviz.block.verify_block`
-    mistakes (:mod:`specviz.block_trace`). "tree": :func:`specviz.tree.verify_tree` mistakes, with
+    one step swapped. "chain": :data:`specviz.proof.bugs.BUGS`. "block": :func:`specviz.verifiers.block.verify_block`
+    mistakes (:mod:`specviz.proof.block_trace`). "tree": :func:`specviz.verifiers.tree.verify_tree` mistakes, with
     verify_tree's signature (the suite runs them as chain-shaped trees, the court on real trees)."""
     if kind == "chain":
         return BUGS
     if kind == "block":
-        from .block import verify_block_lossy
+        from ..verifiers.block import verify_block_lossy
         from .block_trace import verify_block_variant
 
         def variant(m: str) -> Callable[..., Any]:
@@ -174,7 +174,8 @@ def kind_controls(kind: str) -> dict[str, Bug]:
             Bug("block_lossy_last", "Last threshold min(1, prod p/q) instead of w_j", _named(
                 verify_block_lossy, "block_lossy_last"), None, None,
                 "The last draft is kept with the uncapped product ratio min(1, P(x^j) / Q(x^j)) instead of w_j, "
-                "which caps the running ratio at 1 after every draft. Step (1) of the proof in specviz.block needs "
+                "which caps the running ratio at 1 after every draft. Step (1) of the proof in "
+                "specviz.verifiers.block needs "
                 "Pr[tau >= j | x^j] = w_j exactly; the product is at least w_j, so full blocks are kept too often "
                 "(TV 1/9 on the paper's toy example, 4/3 drafts per step against 11/9).",
                 "the exact court and the joint chi-square on random chains", True, False),
@@ -216,8 +217,8 @@ def tree_signature(fn: Callable[..., Any]) -> bool:
 
 def as_chain(tree_fn: Callable[..., Any]) -> Callable[..., Any]:
     """A verifier with verify_tree's signature as one with verify's: each row is the chain-shaped
-    tree (-1, 0, .., K-1) holding its drafts, as :func:`specviz.tree.verify_tree_chain` lays it out."""
-    from .verify import Verification
+    tree (-1, 0, .., K-1) holding its drafts, as :func:`specviz.verifiers.tree.verify_tree_chain` lays it out."""
+    from ..verifiers.verify import Verification
 
     def chain(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *, rng: Any = None,
               uniforms: Any = None) -> Any:  # fmt: skip
@@ -272,8 +273,8 @@ TREE_PROBLEMS: tuple[tuple[tuple[int, ...], str, int], ...] = (
 
 def exact_court(kind: str, verifier: Callable[..., Any], name: str, cases: Iterable[Case],
                 controls: dict[str, Bug]) -> list[ExactCase]:  # fmt: skip
-    """The exact court on the suite's cases: :func:`specviz.court.judge` per scenario for
-    verify-signature verifiers, :func:`specviz.court.judge_tree` on :data:`TREE_PROBLEMS` for
+    """The exact court on the suite's cases: :func:`specviz.proof.court.judge` per scenario for
+    verify-signature verifiers, :func:`specviz.proof.court.judge_tree` on :data:`TREE_PROBLEMS` for
     tree-signature ones. A refusal is reported, never turned into a verdict."""
     from . import court
 
@@ -352,7 +353,7 @@ class Cell(NamedTuple):
 class NearestBug(NamedTuple):
     bug: str
     tv: float  # TV(observed frequencies, the bug's law)
-    source: str  # "exact" (specviz.exact.verifier_law) or "sampled, N = ..."
+    source: str  # "exact" (specviz.proof.exact.verifier_law) or "sampled, N = ..."
 
 
 class Explanation(NamedTuple):
@@ -519,7 +520,7 @@ def run_case(
     kind: str = "chain",
 ) -> CaseResult:
     """Run one verifier (or the named bug) through one scenario; ``kind`` (:data:`KINDS`) sets the
-    exact tokens per step it is held to (block: :func:`specviz.block_trace.block_expected_tokens`)
+    exact tokens per step it is held to (block: :func:`specviz.proof.block_trace.block_expected_tokens`)
     and runs a verify_tree-signature verifier as chain-shaped trees."""
     sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     if int(n) < 1:
@@ -617,7 +618,7 @@ def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str 
 
 @functools.lru_cache(maxsize=128)
 def exact_bug_law(scenario: str, bug: str, kind: str = "chain") -> np.ndarray | None:
-    """The exact law (C,) of ``bug`` in a scenario by :func:`specviz.exact.verifier_law`, or
+    """The exact law (C,) of ``bug`` in a scenario by :func:`specviz.proof.exact.verifier_law`, or
     None where it refuses (too large, a ragged scenario it does not model, ...)."""
     sc, b = SCENARIOS[scenario], kind_controls(kind)[bug]
     fn = as_chain(b.verifier) if kind == "tree" and tree_signature(b.verifier) else b.verifier
@@ -642,7 +643,7 @@ def nearest_bugs(
     res: CaseResult, controls: Iterable[CaseResult] = (), *, seed: int = 0, alpha: float = ALPHA, kind: str = "chain"
 ) -> tuple[list[NearestBug], str]:
     """Known bugs (those that change the law) ordered by TV between their law and the observed
-    one. Exact laws where :func:`specviz.exact.verifier_law` answers; otherwise the bug
+    one. Exact laws where :func:`specviz.proof.exact.verifier_law` answers; otherwise the bug
     controls' sampled laws in the same scenario (run here at the case's N when absent)."""
     sc = SCENARIOS[res.scenario]
     target_law = res.law.ravel()

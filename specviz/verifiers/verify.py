@@ -30,7 +30,7 @@ single row each batch row samples from: the first index whose running weight exc
 ``u * total``. The weights are integers (each probability floored to a multiple of 2^-48,
 which moves the law by at most V * 2^-48 in total variation: 4.6e-10 at V = 128256) summed
 per block of tokens in float64, so NumPy, torch on the CPU and CUDA add them exactly, whatever
-their order, and return identical tokens; see :mod:`specviz._sample`.
+their order, and return identical tokens; see :mod:`specviz.verifiers._sample`.
 
 Randomness: with ``rng`` the uniforms are drawn in a fixed order over the whole layout
 (``accept`` of shape (B, K) for the padded layout, (N,) for the flat one, then ``sample``), so
@@ -48,10 +48,10 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
 from . import _sample
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
-from .errors import InputError
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
@@ -97,7 +97,7 @@ class Rule:
     """Which version of each step to run. The default is the correct verifier.
 
     Every field but one left at its default gives one of the classic mistakes in
-    :mod:`specviz.bugs`; nothing outside that module should change these.
+    :mod:`specviz.proof.bugs`; nothing outside that module should change these.
     """
 
     accept_coins: Literal["fresh", "shared"] = "fresh"  # shared: one uniform for every position

@@ -34,7 +34,7 @@ Three choices make this fast, reproducible and safe:
   ``validate=True`` the rows read here are checked while they are in cache, not gathered and
   read again (see :func:`draw`).
 - **Which kernels.** Torch CPU tensors in float32/float64 are verified by the NumPy code on
-  zero-copy views (``specviz.verify._run_core``: torch's per-call cost made the same code
+  zero-copy views (``specviz.verifiers.verify._run_core``: torch's per-call cost made the same code
   slower than NumPy's). With the environment variable ``SPECVIZ_TORCH_COMPILE=1`` they run
   the torch code instead, with one fused block-sum pass compiled by ``torch.compile`` at large
   V (the first call of each kind compiles, 10-40 s), same arithmetic and tokens. CUDA tensors
@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from . import _validate as check
-from .errors import InputError
 
 Array = Any
 
@@ -77,13 +77,13 @@ def _draw(
 ) -> Array:
     """One token per row (B,).
 
-    ``P``/``Q``: row accessors (``specviz.verify._Rows``; Q None for a deterministic drafter).
+    ``P``/``Q``: row accessors (``specviz.verifiers.verify._Rows``; Q None for a deterministic drafter).
     ``xs`` (B, K) draft tokens, ``sp`` (B,) the position each row draws at, ``residual`` (B,)
     bool: draw from the residual at that position rather than from p; ``u`` (B,) uniforms.
 
     With ``validate``, every full row read here is checked as it is read: each entry finite
     and in [0, 1] (one max over the entries' bit patterns), and the row summing to 1 within
-    :func:`specviz._validate.sum_atol` (a row drawn from p: its integer total, which is its sum
+    :func:`specviz.verifiers._validate.sum_atol` (a row drawn from p: its integer total, which is its sum
     to within V * 2^-48; a residual row: the sums of its p and q rows, taken in cache).
     """
     B = int(sp.shape[0])

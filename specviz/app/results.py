@@ -3,9 +3,9 @@
 # C cells of a joint law (V**L), M values of K, R rows kept of a batch
 
 A verdict is worth only the test behind it. :func:`case_verdict` reads a Bug-lab case
-(:class:`specviz.prove.CaseResult`) and says pass / FAIL / caught / missed only when the test
-had the power to say it (:attr:`specviz.stats.ChiSquare.conclusive`,
-:attr:`specviz.stats.MeanTest.conclusive`), "inconclusive" with the N it would need
+(:class:`specviz.proof.prove.CaseResult`) and says pass / FAIL / caught / missed only when the test
+had the power to say it (:attr:`specviz.proof.stats.ChiSquare.conclusive`,
+:attr:`specviz.proof.stats.MeanTest.conclusive`), "inconclusive" with the N it would need
 otherwise, and always how large a shift it could have seen.
 
 The ``*_record`` functions turn a result into plain dicts and lists (JSON-ready: non-finite
@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
-from . import stats
+from ..proof import stats
 
 # --- verdicts --------------------------------------------------------------------------------------
 
@@ -59,10 +59,10 @@ def _mean_test(res: Any) -> stats.MeanTest | None:
 
 
 def joint_says(test: stats.ChiSquare) -> str:
-    """What one chi-square test says: "fail", "pass" or "inconclusive", by the rule of :mod:`specviz.prove`.
+    """What one chi-square test says: "fail", "pass" or "inconclusive", by the rule of :mod:`specviz.proof.prove`.
 
-    A test speaks only when it is conclusive (:attr:`specviz.stats.ChiSquare.conclusive`: the
-    power to see a shift of :data:`specviz.stats.MIN_TV`, or a sample the target cannot produce).
+    A test speaks only when it is conclusive (:attr:`specviz.proof.stats.ChiSquare.conclusive`: the
+    power to see a shift of :data:`specviz.proof.stats.MIN_TV`, or a sample the target cannot produce).
     """
     if not test.conclusive:
         return "inconclusive"
@@ -70,7 +70,7 @@ def joint_says(test: stats.ChiSquare) -> str:
 
 
 def tokens_says(test: stats.MeanTest) -> str:
-    """The same for the tokens-per-step z-test (:attr:`specviz.stats.MeanTest.conclusive`)."""
+    """The same for the tokens-per-step z-test (:attr:`specviz.proof.stats.MeanTest.conclusive`)."""
     if not test.conclusive:
         return "inconclusive"
     return "pass" if test.passed else "fail"
@@ -103,7 +103,7 @@ def _needed(res: Any, tokens: stats.MeanTest | None) -> int | None:
 def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
     """The verdict a page shows for one case, with the power behind it.
 
-    ``res`` is a :class:`specviz.prove.CaseResult`; ``subject`` names what ran (a bug name, or
+    ``res`` is a :class:`specviz.proof.prove.CaseResult`; ``subject`` names what ran (a bug name, or
     "the correct verifier").
     """
     j = res.joint
@@ -221,7 +221,7 @@ def case_cells(res: Any, V: int, L: int) -> list[dict[str, Any]]:
 
 def case_record(res: Any, *, bug: str | None, n: int, seed: int, V: int, L: int) -> dict[str, Any]:
     """A Bug-lab run: the fields of ``specviz prove --json``, the verdict with its power, the counts and law."""
-    from .cli import to_json as prove_json  # the CLI's record, so the two never drift apart
+    from ..cli import to_json as prove_json  # the CLI's record, so the two never drift apart
 
     v = case_verdict(res, bug or "the correct verifier")
     record = prove_json(res)

@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import InputError
+from ..verifiers.verify import Rule, verify, verify_with_rule
 from . import engine_bugs, theory
-from .errors import InputError
-from .verify import Rule, verify, verify_with_rule
 
 
 class Bug(NamedTuple):

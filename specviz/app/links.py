@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .errors import InputError
+from ..errors import InputError
 from .limits import MAX_TABLE_V
 
 SHOWN_CHARS = 40  # a bad link value is quoted up to this length in its note

@@ -21,7 +21,7 @@ models can follow (:data:`Model`): ``model(histories) -> (B, V)`` logits, where
 ``histories`` is a list of B lists of token ids. :func:`generate` runs draft-and-verify rounds
 with any two such models over the same vocabulary and any verifier with the signature of
 :func:`specviz.verify`, and :func:`target_law` gives the target's exact law of the next L
-tokens after a prompt, so the proof machinery of :mod:`specviz.stats` applies to real text.
+tokens after a prompt, so the proof machinery of :mod:`specviz.proof.stats` applies to real text.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
-from .processing import Settings, process_logits
-from .verify import verify
+from ..errors import InputError
+from ..verifiers.processing import Settings, process_logits
+from ..verifiers.verify import verify
 
 Model = Callable[[Sequence[Sequence[int]]], np.ndarray]  # histories (B lists of ids) -> logits (B, V)
 
@@ -354,9 +354,9 @@ def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[s
 
 
 def text_bugs() -> list[str]:
-    """The bugs of :mod:`specviz.bugs` this page's generation can run and whose law moves: a
+    """The bugs of :mod:`specviz.proof.bugs` this page's generation can run and whose law moves: a
     verifier swap (not a drafter mistake), visible without ragged rows (every row has K drafts)."""
-    from .bugs import BUGS
+    from ..proof.bugs import BUGS
 
     return [k for k, b in BUGS.items() if b.changes_law and b.drafter_mode is None and not b.needs_ragged]
 

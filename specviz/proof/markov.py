@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 START = -1  # the context before the first token
 # Up to this many tokens, an inverse-CDF draw compares one column at a time: NumPy pays ~30 ns
@@ -62,7 +62,7 @@ class InverseCDF(NamedTuple):
     """Inverse-CDF tables of R probability rows (a chain's R = V+1 rows), built once.
 
     A row's token for uniform u is the first index whose running sum exceeds ``u * total``,
-    never past the last token with mass: exactly :func:`specviz.simulate.sample_rows`, whose
+    never past the last token with mass: exactly :func:`specviz.proof.simulate.sample_rows`, whose
     running sums are the same row-wise ``np.cumsum`` and so bit-identical. Storing +inf from
     the last token with mass on turns that cap into the comparison itself (:meth:`count`):
     token v wins on u in [cdf[v-1] / total, cdf[v] / total), an interval of length p(v) up to
@@ -159,7 +159,7 @@ class Drafter:
     - ``"argmax"``: take the row's argmax and report no q (a deterministic drafter, verified
       with ``draft_probs=None``; lossless whatever the proposal rule);
     - ``"argmax_reports_softmax"``: take the argmax but report the full row as q, the
-      pipeline mistake in :mod:`specviz.bugs`.
+      pipeline mistake in :mod:`specviz.proof.bugs`.
     """
 
     chain: MarkovChain

@@ -2,18 +2,18 @@
 
 # B rows, K drafts (padded width), V vocabulary
 
-- :func:`block_trace`: one row of :func:`specviz.block.verify_block` laid out for a drawing:
+- :func:`block_trace`: one row of :func:`specviz.verifiers.block.verify_block` laid out for a drawing:
   per draft the weight w_i, the threshold h_i and the uniform eta_i compared with it, the
   kept count tau, and the distribution the last token came from. The thresholds are
-  :func:`specviz.block.block_thresholds`' and tau and the tokens are ``verify_block``'s own
+  :func:`specviz.verifiers.block.block_thresholds`' and tau and the tokens are ``verify_block``'s own
   (same uniforms), so the drawing shows the package's numbers, not a re-derivation.
 - :func:`block_expected_tokens`: exact expected tokens of one block verification by context
-  and draft count on Markov chains, (V+1, K+1) as :func:`specviz.theory.chain_expected_tokens`.
-  From step (1) of the proof in :mod:`specviz.block`, Pr[tau >= i | x^i] = w_i, so
+  and draft count on Markov chains, (V+1, K+1) as :func:`specviz.proof.theory.chain_expected_tokens`.
+  From step (1) of the proof in :mod:`specviz.verifiers.block`, Pr[tau >= i | x^i] = w_i, so
   E[tokens | c, j] = 1 + sum_{i=1..j} E_q[w_i], the expectation over the drafts.
 - :func:`verify_block_variant`: block verification with one step swapped, NumPy only, for the
   negative controls of ``python -m specviz prove --kind block``. With ``mistake=None`` it is
-  the rule itself and returns :func:`~specviz.block.verify_block`'s tokens for the same
+  the rule itself and returns :func:`~specviz.verifiers.block.verify_block`'s tokens for the same
   uniforms (tests/test_block_trace.py checks that before any mistake is trusted).
 
 The mistakes (:data:`MISTAKES`):
@@ -35,11 +35,11 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._xp import NumpyOps
-from .block import block_thresholds, inverse_cdf, verify_block
-from .errors import InputError
+from ..errors import InputError
+from ..verifiers._xp import NumpyOps
+from ..verifiers.block import block_thresholds, inverse_cdf, verify_block
+from ..verifiers.verify import PAD_TOKEN, Uniforms, Verification
 from .markov import Drafter, MarkovChain
-from .verify import PAD_TOKEN, Uniforms, Verification
 
 Mistake = Literal["residual_from_p", "h_without_one_minus_w"]
 MISTAKES: tuple[str, ...] = ("residual_from_p", "h_without_one_minus_w")
@@ -160,7 +160,7 @@ def verify_block_variant(
 ) -> Verification:
     """Block verification (NumPy) with one step swapped by ``mistake`` (see the module docstring).
 
-    Shapes and result as :func:`specviz.block.verify_block`. ``mistake=None`` is the rule.
+    Shapes and result as :func:`specviz.verifiers.block.verify_block`. ``mistake=None`` is the rule.
     """
     if mistake is not None and mistake not in MISTAKES:
         raise InputError("mistake", "None or one of " + ", ".join(MISTAKES), repr(mistake))

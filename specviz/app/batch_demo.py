@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
+from ..proof.simulate import sample_rows
+from ..verifiers.verify import Uniforms, Verification, verify
 from .limits import MAX_BATCH_ELEMENTS, MAX_BATCH_ROWS, cap
-from .simulate import sample_rows
-from .verify import Uniforms, Verification, verify
 
 BACKENDS = ("NumPy", "PyTorch CPU", "PyTorch CUDA")
 COUNT_MODES = ("random 0..K", "all K", "typed")
@@ -36,7 +36,7 @@ class BatchSize(NamedTuple):
 
 
 def cap_batch(B: int, K: int, V: int) -> BatchSize:
-    """Lower V, then B, so that B*(K+1)*V <= MAX_BATCH_ELEMENTS and B <= MAX_BATCH_ROWS (specviz.limits)."""
+    """Lower V, then B, so that B*(K+1)*V <= MAX_BATCH_ELEMENTS and B <= MAX_BATCH_ROWS (specviz.app.limits)."""
     why = f"B·(K+1)·V is limited to {MAX_BATCH_ELEMENTS:,} elements per tensor (memory, and a click that answers fast)"
     v = cap(V, max(MAX_BATCH_ELEMENTS // (K + 1), 1), "V", why)
     rows = min(max(MAX_BATCH_ELEMENTS // ((K + 1) * v.value), 1), MAX_BATCH_ROWS)
