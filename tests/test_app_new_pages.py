@@ -217,7 +217,7 @@ def test_interview_link_restores_the_step_and_answers_and_bad_links_fall_back():
     qs = iv.questions()
     at = open_page(INTERVIEW, {"step": "3", "ans": "0.7,1,2.2"})
     assert f"4. {qs[3].title}" in texts(at.subheader)
-    assert "3 of 10 answered, 2 right" in str(at.get("progress")[0].proto.text)
+    assert f"3 of {len(qs)} answered, 2 right" in str(at.get("progress")[0].proto.text)
     bad = open_page(INTERVIEW, {"ans": "0.7,zz", "step": "99"})
     notes = texts(bad.warning)
     assert "ans" in notes and "step" in notes

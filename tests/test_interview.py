@@ -173,3 +173,26 @@ def test_tokens_per_pass_tend_to_one_over_one_minus_a():
         values = [theory.expected_tokens(a, K) for K in (1, 4, 16, 1000)]
         assert values == sorted(values) and values[2] < 1 / (1 - a)
         assert values[-1] == pytest.approx(1 / (1 - a), rel=1e-9)
+
+
+def test_greedy_reveal_against_the_verifier():
+    """Temperature 0: with the processed (one-hot) target, a draft is accepted iff it is the argmax,
+    whatever the coin; the replacement is the argmax; the same tokens as verify_greedy."""
+    from specviz import verify_greedy
+    from specviz.verifiers.processing import Settings, process_logits
+
+    q = next(x for x in iv.questions() if x.key == "greedy")
+    assert iv.check(q, "iff x is the target's argmax") and not iv.check(q, "with probability p(x)")
+    P1 = process_logits(np.log(P), Settings(temperature=0))
+    best, other = int(np.argmax(P1)), int(np.argsort(-P, kind="stable")[1])
+    assert f"the argmax of p is token {best}: a draft of token {other} is rejected" in q.reveal
+    u = np.linspace(0, 1, 257)[:-1]  # coins over [0, 1)
+    n = u.size
+    for x in range(4):
+        res = verify(np.tile(P1, (n, 2, 1)), np.tile(Q, (n, 1, 1)), np.full((n, 1), x), np.ones(n, int),
+                     uniforms=(u[:, None], u))  # fmt: skip
+        toks = np.asarray(res.tokens)
+        assert (np.asarray(res.num_accepted) == (x == best)).all()
+        assert (toks[:, 0] == best).all() and (toks[:, 1] == (best if x == best else -1)).all()
+        g = verify_greedy(np.tile(P1, (n, 2, 1)), np.full((n, 1), x), np.ones(n, int))
+        np.testing.assert_array_equal(np.asarray(g.tokens), toks)

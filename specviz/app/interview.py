@@ -173,6 +173,8 @@ def questions() -> list[Question]:
     shared = shared_coin_two_token_law(p, q)
     exact2 = np.outer(p, p)
     tv_shared = theory.total_variation(shared, exact2)
+    greedy_argmax = int(np.argmax(p))  # the lowest id among ties, as verify_greedy takes it
+    greedy_other = int(np.argsort(-p, kind="stable")[1])
     return [
         Question(
             "acceptance", "Acceptance rate",
@@ -234,6 +236,18 @@ def questions() -> list[Question]:
             "from it for free. In a ragged batch that is the row's own position num_draft[b], not the padded "
             "last row. After a rejection at position i, the KV cache entries of the rejected draft and of every "
             "position after it are discarded; the replacement token's entry is computed by the next pass.",
+        ),
+        Question(
+            "greedy", "Greedy verification",
+            "The request asks for temperature 0 (greedy decoding). When is a draft x accepted?",
+            "choice", ("iff x is the target's argmax", "with probability p(x)", "with probability min(1, p(x)/q(x))",
+                       "always"),
+            "iff x is the target's argmax", 0.0,
+            f"At temperature 0 the processed target is one-hot on its argmax, so min(1, p(x)/q(x)) is 1 for the "
+            f"argmax and 0 for any other draft, whatever q is; after a rejection (p − q)₊ is that same one-hot row, "
+            f"so the replacement is the argmax, and the bonus is the argmax at position K. Here the argmax of p is "
+            f"token {greedy_argmax}: a draft of token {greedy_other} is rejected with every coin and replaced by token "
+            f"{greedy_argmax}. The output is plain greedy decoding, token for token (specviz.verify_greedy).",
         ),
         Question(
             "sample_match", "Is sample-and-match lossless?",
