@@ -10,7 +10,7 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import figures, links, presenter, results
-from specviz.proof import block_trace, court, prove
+from specviz.proof import block_trace, court, prove, stats
 from specviz.verifiers import tree
 
 S = "verifiers."
@@ -65,8 +65,10 @@ def measure_all(
         if j.rule not in court.RULES or j.refused:
             continue  # trees have no verify-signature run; refused rules have no exact table
         m = court.measure(j, j.rule, pb, n=n, seed=seed)
-        out.append({"rule": j.rule, "measured tokens per verification": f"{m.tokens_per_round:.4f} ± {m.se:.4f}",
-                    "exact, over the rounds run": m.exact, "z": m.z})  # fmt: skip
+        t = results.tokens_point(m.tokens_per_round, m.se, m.rounds, m.exact)  # the power rule of every verdict
+        out.append({"rule": j.rule, "measured tokens per verification (±1 SE)": results.point_text(t),
+                    "exact, over the rounds run": m.exact, "z": m.z if t.conclusive else None,
+                    "tokens test": results.tokens_says(t), "detectable shift": t.detectable})  # fmt: skip
     return out
 
 
@@ -155,7 +157,9 @@ if rows is not None:
         st.caption(
             f"{n_run:,} seeded sequences per rule through specviz.proof.simulate.generate (the seed above); the "
             f"exact figure is the court's expectation for each (context, draft count) the run met, averaged over its "
-            f"verifications; z = (measured − exact) / SE."
+            f"verifications; z = (measured − exact) / SE. The tokens test speaks only after {stats.MIN_ROUNDS} "
+            f"verifications and when it would catch a shift of {stats.MIN_TOKENS:g} tokens with "
+            f"{stats.POWER:.0%} probability (the detectable shift column); otherwise it says inconclusive."
             + (f" Capped at {MAX_MEASURE_N:,} sequences per rule." if n_run < int(n_asked) else "")
         )
     refused = [r["rule"] for r in rows if r["verdict"] == "refused"]
@@ -166,7 +170,8 @@ if rows is not None:
         )
     st.caption(
         "Rules: chain (specviz.verify), block verification (Sun et al., ICLR 2025), recursive rejection sampling on a "
-        "chain-shaped tree, sample-and-match, and four lossy rules kept for comparison: block verification with the "
+        "chain-shaped tree, sample-and-match, and four rules that are lossy in general, kept for comparison (the "
+        "badge says where one happens to be exact, e.g. with a deterministic drafter): block verification with the "
         "uncapped product as its last threshold, Medusa's typical acceptance (epsilon 0.09, delta 0.3, then the "
         "target's argmax, as Medusa's medusa_generate does), lenient acceptance (keep with probability "
         "min(1, p / (0.75 q))) and a ratio threshold (keep iff p / q >= 1/2, no coin)."
@@ -189,7 +194,9 @@ if source in (TOY, PQ) and rows is not None:
         try:
             got = measure_tree(tp, tq, int(k), depth, int(seed), iid)
         except InputError as e:  # k distinct top tokens need k <= V
-            tree_rows.append({"candidates": label, "exact accepted per step": None, measured: links.error_text(e)})
+            tree_rows.append(
+                {"candidates": label, "exact accepted per step": None, measured: str(e)}
+            )  # a table cell shows text as typed
             continue
         exact = tree.kary_expected_accepted(tp, tq, int(k), depth, iid=iid)
         point = results.tokens_point(got.mean, got.se, got.n, exact)

@@ -118,9 +118,28 @@ def test_measure_button_runs_every_rule_beside_its_exact_figure():
     assert [r["rule"] for r in measured] == list(court.RULES)
     chain = next(r for r in measured if r["rule"] == "chain")
     assert abs(chain["exact, over the rounds run"] - (1 + 10 / 9)) < 1e-12  # context-free: every round alike
-    assert all(abs(r["z"]) < 6 for r in measured if r["z"] == r["z"])  # NaN z: a rule with no spread
+    assert all(abs(r["z"]) < 6 for r in measured if r["z"] is not None and r["z"] == r["z"])  # NaN: no spread
     link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert link["n"] == "2000"
+
+
+def test_measure_without_power_says_inconclusive_not_a_z():
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    at.number_input(key="verifiers.n").set_value(100)
+    at.button(key="verifiers.measure").click()
+    run(at)
+    measured = at.dataframe[1].value.to_dict("records")
+    for r in measured:  # the rule of every verdict: no power, no pass or fail, no z
+        if r["detectable shift"] > 0.05:
+            assert r["tokens test"] == "inconclusive" and (r["z"] is None or r["z"] != r["z"]), r
+            assert "inconclusive" in r["measured tokens per verification (±1 SE)"]
+    by = {r["rule"]: r for r in measured}
+    assert by["chain"]["tokens test"] == by["block"]["tokens test"] == "inconclusive"  # 100 sequences are too few
+    at.number_input(key="verifiers.n").set_value(20_000)  # control: enough sequences to speak
+    at.button(key="verifiers.measure").click()
+    run(at)
+    big = at.dataframe[1].value.to_dict("records")
+    assert all(r["tokens test"] == "pass" for r in big if r["rule"] in ("chain", "block")), big
 
 
 def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed():

@@ -513,6 +513,7 @@ class Measurement(NamedTuple):
     se: float  # its standard error
     exact: float  # the exact expectation averaged over the (context, draft count) of the rounds run
     n: int  # sequences generated
+    rounds: int = 0  # verifications behind the mean (what the power of the tokens test rests on)
 
     @property
     def z(self) -> float:
@@ -537,4 +538,5 @@ def measure(judgement: Judgement, verifier: Verifier | str, scenario: Any, *, n:
         )
     sim = generate(fn, pb.target, pb.drafter, n=int(n), L=pb.L, K=pb.K, rng=np.random.default_rng(int(seed)),
                    ragged=ragged, expected=judgement.expected_table)  # fmt: skip
-    return Measurement(judgement.rule, sim.tokens_per_round, sim.tokens_per_round_se, sim.expected_tokens_per_round, n)
+    return Measurement(judgement.rule, sim.tokens_per_round, sim.tokens_per_round_se, sim.expected_tokens_per_round, n,
+                       sim.num_verifications)  # fmt: skip
