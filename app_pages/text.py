@@ -209,7 +209,14 @@ with c2:
                     icon=":material/check_circle:",
                 )
             else:
-                st.error(f"**Fail** for {who}: the sequences do not follow the target's law.", icon=":material/cancel:")
+                if j.impossible:
+                    why = f"{j.impossible:,} sequences the target cannot produce were seen: the law is certainly wrong."
+                elif bug == NONE:
+                    why = (f"the chi-square passed its critical value: a false alarm (it happens in {j.alpha:g} of "
+                           "honest runs) or a real fault; rerun with another seed.")  # fmt: skip
+                else:
+                    why = "the chi-square passed its critical value: the test catches this bug here."
+                st.error(f"**Fail** for {who}: {why}", icon=":material/cancel:")
             m = st.columns(4)
             m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
             m[1].metric(f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}")

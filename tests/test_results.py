@@ -140,3 +140,20 @@ def test_tokens_rows_hold_theory_and_measurement_per_k():
 @pytest.mark.parametrize("needed, suggested", [(1, 2), (8, 10), (99, 130), (8_347, 11_000), (123_456, 160_000)])
 def test_suggested_n_adds_a_margin_and_rounds_up(needed, suggested):
     assert results.suggested_n(needed) == suggested >= needed * results.SUGGEST_MARGIN
+
+
+def test_an_impossible_sequence_is_a_certain_fail_not_a_false_alarm():
+    from specviz import verify
+
+    def shifted(*args, **kw):  # emits the next token id: sequences the one-hot target cannot produce
+        res = verify(*args, **kw)
+        toks = np.asarray(res.tokens)
+        return res._replace(tokens=np.where(toks >= 0, (toks + 1) % 4, toks))
+
+    bad = prove.run_case("greedy", shifted, n=2_000, seed=0, name="shifted")
+    v = results.case_verdict(bad)
+    assert bad.joint.impossible and v.word == "FAIL" and "certain" in v.head and "false alarm" not in v.head
+    # Control: a failure with no impossible cell keeps the usual wording.
+    other = prove.run_case("reference", BUGS["resample_from_p"].verifier, n=20_000, seed=0, name="mine")
+    w = results.case_verdict(other)
+    assert not other.joint.impossible and w.word == "FAIL" and "false alarm" in w.head and "certain" not in w.head

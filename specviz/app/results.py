@@ -134,7 +134,11 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
     else:
         head = {
             "pass": f"pass: {subject} matched the target",
-            "FAIL": f"FAIL: {subject} failed — a false alarm (rate {j.alpha:g}) or a real bug",
+            "FAIL": (
+                f"FAIL: {subject} produced a sequence the target cannot produce: certain"
+                if j.impossible
+                else f"FAIL: {subject} failed — a false alarm (rate {j.alpha:g}) or a real bug"
+            ),
             "caught": f"caught: the test fails on {subject}",
             "missed": f"missed: the test passes on {subject} here",
         }.get(word, word)
