@@ -51,7 +51,7 @@ link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAM
 cuda_ok, cuda_reason = cuda_status()
 available = [b for b in batch_demo.BACKENDS if cuda_ok or b != "PyTorch CUDA"]
 if st.session_state[S + "backend"] not in available:
-    link_notes.append(f"PyTorch CUDA is not available here ({cuda_reason}); using NumPy.")
+    link_notes.append(f"PyTorch CUDA is not available here ({links.plain(cuda_reason)}); using NumPy.")
     st.session_state[S + "backend"] = "NumPy"
 
 st.title("Batch")
@@ -99,7 +99,7 @@ with c3:
     backend = st.radio("Backend shown", available, key=S + "backend", horizontal=True)
     if not cuda_ok:
         st.checkbox("PyTorch CUDA", value=False, disabled=True, help=cuda_reason, key=S + "cuda_off")
-        st.caption(f"PyTorch CUDA is disabled: {cuda_reason}.")
+        st.caption(f"PyTorch CUDA is disabled: {links.plain(cuda_reason)}.")
 
 values = {
     "B": int(B_asked),

@@ -47,7 +47,7 @@ def load_text() -> None:
             errors.append(links.error_text(e))  # quotes what was typed: escaped
             continue
         st.session_state[S + name] = parsed.values
-        notes.append(f"{name}: {parsed.message}")  # echoes only items that parsed as numbers: no Markdown
+        notes.append(f"{name}: {links.plain(parsed.message)}")  # echoes what was typed: shown as plain text
     if notes:
         st.session_state[S + "table_version"] += 1  # a fresh editor showing what was read
     st.session_state[S + "text_result"] = (notes, errors)

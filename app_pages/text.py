@@ -148,7 +148,8 @@ with right:
                 "coin u": round(last.coins[i], 5) if reached else None,
                 "result": "accepted" if i < last.accepted else "rejected" if i == last.accepted else "not reached",
             })  # fmt: skip
-        st.caption(f"Round {len(steps)}: emitted {text.decode(last.emitted)!r}" + (" (bonus)" if last.bonus else ""))
+        emitted = links.plain(repr(text.decode(last.emitted)))  # steered by the prompt: shown as plain text
+        st.caption(f"Round {len(steps)}: emitted {emitted}" + (" (bonus)" if last.bonus else ""))
         st.dataframe(pd.DataFrame(rows), hide_index=True, key=S + "last_round")
 
 shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug", "rej")}

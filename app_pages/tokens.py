@@ -94,7 +94,7 @@ with right:
         t_without = results.tokens_point(without_bonus.mean[K], without_bonus.se[K], n, theory_without[K])
         st.caption(
             f"Points: mean over {n:,} verifications each, error bars ±2 standard errors. At K = {K}: measured "
-            f"{results.point_text(t_with)} with the bonus, {results.point_text(t_without)} without."
+            f"{results.point_text(t_with)} with the bonus, {results.point_text(t_without)} without (± 1 SE)."
         )
         if not t_with.conclusive:
             st.caption(
@@ -129,7 +129,7 @@ r[1].metric(f"theory, K = {REFERENCE_K}", f"{theory.expected_tokens(ref_a, REFER
 ref_point = results.tokens_point(ref.mean[0], ref.se[0], REFERENCE_N, theory.expected_tokens(ref_a, REFERENCE_K))
 r[2].metric(
     f"measured ({REFERENCE_N:,} rows)",
-    f"{ref.mean[0]:.3f} ± {ref.se[0]:.3f}" if ref_point.conclusive else results.point_text(ref_point),
+    f"{ref.mean[0]:.3f} ± {ref.se[0]:.3f} (1 SE)" if ref_point.conclusive else results.point_text(ref_point),
 )
 r[3].metric("without the bonus (theory)", f"{theory.expected_tokens(ref_a, REFERENCE_K, bonus=False):.3f}")
 

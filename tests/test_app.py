@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import batch_demo, limits, position, results, speed
+from specviz.app import batch_demo, limits, links, position, results, speed
 from specviz.proof import prove, theory
 from specviz.proof.bugs import BUGS
 
@@ -233,7 +233,8 @@ def test_exact_text_entry_parses_and_says_what_it_did():
     at = open_page("app_pages/exact.py")
     at.text_input(key="exact.p_text").input("1e-3, 1/2 50%  0.02")
     at.button(key="exact.use_text").click().run()
-    assert "p: read 4 values (1e-3 → 0.001; 1/2 → 0.5; 50% → 0.5); normalized: sum was 1.021" in texts(at.success)
+    said = "read 4 values (1e-3 → 0.001; 1/2 → 0.5; 50% → 0.5); normalized: sum was 1.021"
+    assert "p: " + links.plain(said) in texts(at.success)  # what the user typed is echoed as plain text
     assert at.query_params["p"] == "0.001,0.5,0.5,0.02" and at.query_params["q"] == "0.25,0.25,0.25,0.25"
     d = np.array([0.001, 0.5, 0.5, 0.02]) / 1.021
     assert metric(at, "acceptance rate a") == f"{theory.acceptance_rate(d, UNIFORM):.4f}"
@@ -288,7 +289,7 @@ def test_batch_typed_counts_are_checked_and_cuda_is_explained():
     assert metric(at, "mean drafts per row") == "1.75"
     cuda_ok, reason = batch_demo.cuda_status()
     if not cuda_ok:
-        assert at.checkbox(key="batch.cuda_off").disabled and reason in texts(at.caption)
+        assert at.checkbox(key="batch.cuda_off").disabled and links.plain(reason) in texts(at.caption)
         assert "PyTorch CUDA" not in at.radio(key="batch.backend").options
 
 

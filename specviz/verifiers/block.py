@@ -2,7 +2,7 @@
 
 # B rows, K drafts (padded width), V vocabulary
 
-The chain verifier (:mod:`specviz.verify`) judges each draft on its own and stops at the
+The chain verifier (:mod:`specviz.verifiers.verify`) judges each draft on its own and stops at the
 first rejection. Block verification judges the block: a draft that looks bad on its own can
 still be kept when the drafts before it were better than needed. It keeps at least as many
 drafts as the chain in expectation (proved below) and is optimal among lossless verifiers that
