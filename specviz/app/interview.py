@@ -35,8 +35,10 @@ from ..errors import InputError
 from ..proof import theory
 from . import speed
 
-REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
-UNIFORM_Q = (0.25, 0.25, 0.25, 0.25)
+REFERENCE_P = theory.REFERENCE_P  # the textbook example, one definition for the whole project
+UNIFORM_Q = theory.REFERENCE_Q
+SPEEDUP_EXAMPLE = (0.7, 3, 0.1)  # acceptance a, drafts K, drafter cost c of the speedup question
+TYPICAL_EXAMPLE = (0.3, 0.6)  # epsilon, delta of the typical-acceptance question
 # A published accelerator's dense 16-bit peak and memory bandwidth (NVIDIA H100 SXM datasheet:
 # 989 TFLOP/s dense BF16, 3.35 TB/s HBM3), used only as a worked example of a ridge point.
 EXAMPLE_PEAK_FLOPS = 989e12
@@ -163,13 +165,15 @@ def questions() -> list[Question]:
     acc3 = accepted_drafts(a, 3)
     wrong = d.accepted + d.total_variation * p  # resample from p
     tv_wrong = theory.total_variation(wrong, p)
-    s = speedup(0.7, 3, 0.1)
+    sa, sK, sc = SPEEDUP_EXAMPLE
+    s = speedup(sa, sK, sc)
     bk = best_K(0.8, 0.05)
     bk_table = speed.speedup_table(0.8, range(1, 17), 0.05)
     ridge = EXAMPLE_PEAK_FLOPS / EXAMPLE_BANDWIDTH
     b_small, b_big, k_roof = 8, 256, 4
     cost_small, cost_big = verify_cost(b_small, k_roof), verify_cost(b_big, k_roof)
-    typ = typical_acceptance_law(p, q, 0.3, 0.6)
+    eps, delta = TYPICAL_EXAMPLE
+    typ = typical_acceptance_law(p, q, eps, delta)
     shared = shared_coin_two_token_law(p, q)
     exact2 = np.outer(p, p)
     tv_shared = theory.total_variation(shared, exact2)
@@ -178,7 +182,8 @@ def questions() -> list[Question]:
     return [
         Question(
             "acceptance", "Acceptance rate",
-            "Target p = [0.5, 0.3, 0.15, 0.05], draft q uniform over 4 tokens. A draft x is accepted with "
+            f"Target p = [{', '.join(f'{x:g}' for x in REFERENCE_P)}], draft q uniform over {len(UNIFORM_Q)} tokens. "
+            "A draft x is accepted with "
             "probability min(1, p(x)/q(x)). What is the probability that the draft is accepted?",
             "number", (), a, 0.005,
             f"a = Σₓ q(x) · min(1, p(x)/q(x)) = Σₓ min(p(x), q(x)) = {_fmt(a)}. It is also 1 − TV(p, q): "
@@ -203,10 +208,10 @@ def questions() -> list[Question]:
         ),
         Question(
             "speedup", "Wall-time speedup",
-            "Acceptance 0.7, K = 3 drafts, and each drafter step costs c = 0.1 of a target pass. What is the "
+            f"Acceptance {sa:g}, K = {sK} drafts, and each drafter step costs c = {sc:g} of a target pass. What is the "
             "speedup over plain decoding (target time per token)?",
             "number", (), s, 0.01,
-            f"(1 − aᴷ⁺¹) / ((1 − a)(K·c + 1)) = {_fmt(theory.expected_tokens(0.7, 3))} / 1.3 = {_fmt(s)}. "
+            f"(1 − aᴷ⁺¹) / ((1 − a)(K·c + 1)) = {_fmt(theory.expected_tokens(sa, sK))} / {sK * sc + 1:g} = {_fmt(s)}. "
             "At K = 1 the speedup is (1 + a) / (1 + c): there is one iff a > c.",
         ),
         Question(
@@ -266,7 +271,7 @@ def questions() -> list[Question]:
         ),
         Question(
             "typical", "Is typical acceptance lossless?",
-            "Medusa-style rule: accept draft x iff p(x) > min(0.3, 0.6 · exp(−H(p))), else sample from p.",
+            f"Medusa-style rule: accept draft x iff p(x) > min({eps:g}, {delta:g} · exp(−H(p))), else sample from p.",
             "choice", ("lossless", "lossy"), "lossy", 0.0,
             f"Lossy: accepted tokens are not thinned to min(p, q), and the fallback is p, not the residual. "
             f"Exact first-token law here: {np.round(typ, 3).tolist()}, TV {_fmt(theory.total_variation(typ, p))} "
