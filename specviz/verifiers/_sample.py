@@ -175,7 +175,10 @@ def _draw_one_block(
                          "a row whose weights sum to 16 or more")  # fmt: skip
     empty = ops.nonzero(total <= 0)  # no residual mass (p == q up to rounding): draw from p
     if int(empty.shape[0]):
-        C[empty] = ops.cumsum64(ops.quantize_(ops.to_compute(p[empty], w), GRID))
+        pe = p[empty]  # (E, V) these rows are drawn from p now: the guard rows drawn from p get
+        if not validate and bool(ops.outside_unit_rows(pe.reshape(1, -1))[0]):
+            _precise(ops, P, ar[empty], sp[empty], ops.outside_unit_rows(pe), "target_probs")
+        C[empty] = ops.cumsum64(ops.quantize_(ops.to_compute(pe, w), GRID))
         total = C[:, -1]
     thr = ops.floor64(u * total)  # (B,) in [0, total)
     thr = ops.where(thr < total, thr, total - 1)

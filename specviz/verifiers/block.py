@@ -291,8 +291,10 @@ def prepare(
     check.check_float("target_probs", T, ops)
     if Q is not None:
         check.check_float("draft_probs", Q, ops)
+    # Draft ids are checked whatever validate says (as verify does): an id outside [0, V), such as
+    # the -1 placeholder of serving engines, would otherwise index column V - 1 and could be kept.
+    check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
     if validate:
-        check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
         full = B == 0 or ops.scalar(j.min()) == K  # every row reads every position: no gather
         pos1 = ops.arange(K + 1)
         check.check_prob_rows("target_probs", T if full else T[pos1[None, :] <= j[:, None]], ops)  # (rows read, V)
@@ -339,11 +341,14 @@ def inverse_cdf(ops: Ops, weights: Array, u: Array, validate: bool) -> Array:
 
 def quantize(ops: Ops, w: Array, validate: bool) -> Array:
     """Non-negative float64 weights (..., V) floored to multiples of 1 / QUANT, as int64."""
-    if not validate:  # inputs were not checked: refuse what would overflow or be undefined
+    if not validate:  # inputs were not checked: refuse what would overflow, be undefined or not monotone
         sums = ops.row_sums64(w)
         if not ops.isfinite_all(sums) or (int(np.prod(w.shape)) and ops.scalar(sums.max()) >= MAX_ROW_MASS):
             raise InputError("target_probs", f"probability rows (each summing to less than {MAX_ROW_MASS:g})",
                              "values too large or not finite (validate=False skipped the checks)")  # fmt: skip
+        if int(np.prod(w.shape)) and ops.scalar(w.min()) < 0:  # a negative weight breaks the inverse CDF
+            raise InputError("target_probs", "non-negative probabilities in the rows drawn from",
+                             "a negative entry (validate=False skipped the checks)")  # fmt: skip
     return ops.floor_int(w * QUANT)
 
 

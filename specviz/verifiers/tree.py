@@ -217,6 +217,8 @@ def verify_tree_chain(
     check.check_integer("draft_tokens", x, ops)
     j = ops.to_int64(j)
     check.check_range("num_draft", j, 0, K, ops, "draft counts")
+    xv = ops.to_int64(x)[ops.arange(K)[None, :] < j[:, None]]  # ids below num_draft, named as the caller named them
+    check.check_range("draft_tokens", xv, 0, V - 1, ops, "token ids at positions < num_draft")
     D = None
     if draft_probs is not None:
         Q = _arg(ops, draft_probs, "draft_probs")
