@@ -105,3 +105,69 @@ def check_probes(name: str, values: Any, ops: Any) -> None:
         raise InputError(name, "non-negative probabilities", f"minimum {lo:.6g}")
     if hi > 1:
         raise InputError(name, "probabilities at most 1", f"{hi:.6g} at a drafted token")
+
+
+# --- the inputs every padded entry point shares (verify, verify_greedy, block, tree) -----------
+
+
+def padded_inputs(
+    ops: Any, target: Any, draft_tokens: Any, num_draft: Any, target_name: str
+) -> tuple[Any, Any, Any, Any]:
+    """The checks every padded entry point shares.
+
+    Returns target (B, K+1, V), draft tokens (B, K) and num_draft (B,) as int64, and the
+    (B, K) mask of positions below num_draft.
+    """
+    T = as_array(ops, target, target_name)
+    x = as_array(ops, draft_tokens, "draft_tokens")
+    j = as_array(ops, num_draft, "num_draft")
+    check_ndim("draft_tokens", x, 2, "(B, K)")
+    B, K = int(x.shape[0]), int(x.shape[1])
+    check_ndim(target_name, T, 3, "(B, K+1, V)")
+    V = int(T.shape[2])
+    check_shape(target_name, T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
+    check_shape("num_draft", j, (B,), "(B,)")
+    if V < 1:
+        raise InputError(target_name, "a vocabulary of at least 1 token", "V = 0")
+    check_integer("draft_tokens", x, ops)
+    check_integer("num_draft", j, ops)
+    x, j = ops.to_int64(x), ops.to_int64(j)
+    check_range("num_draft", j, 0, K, ops, "draft counts")
+    valid = ops.arange(K)[None, :] < j[:, None]  # (B, K)
+    return T, x, j, valid
+
+
+def as_array(ops: Any, x: Any, name: str) -> Any:
+    """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
+    try:
+        return ops.asarray(x)
+    except (ValueError, TypeError, RuntimeError) as e:  # ragged lists, strings, a CUDA tensor for NumPy
+        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
+
+
+def get_uniforms(
+    ops: Any,
+    rng: Any,
+    uniforms: Any,
+    accept_shape: tuple[int, ...],
+    B: int,
+    validate: bool,
+) -> tuple[Any, Any]:
+    """The accept uniforms (accept_shape) and sample uniforms (B,), as float64."""
+    if uniforms is None:
+        return ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))
+    if rng is not None:
+        raise InputError("uniforms", "either rng or uniforms, not both", "both")
+    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
+        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
+    try:
+        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
+    names = "(B, K)" if len(accept_shape) == 2 else "(N,)"
+    check_shape("uniforms.accept", ua, accept_shape, names)
+    check_shape("uniforms.sample", us, (B,), "(B,)")
+    if validate:
+        check_uniforms("uniforms.accept", ua, ops)
+        check_uniforms("uniforms.sample", us, ops)
+    return ua, us

@@ -269,23 +269,9 @@ def prepare(
 ) -> Batch:
     """Check a padded batch the way :func:`specviz.verify` does; errors name the argument."""
     ops = ops_for(target_probs)
-    T = _arg(ops, target_probs, "target_probs")
-    x = _arg(ops, draft_tokens, "draft_tokens")
-    j = _arg(ops, num_draft, "num_draft")
-    check.check_ndim("draft_tokens", x, 2, "(B, K)")
-    B, K = int(x.shape[0]), int(x.shape[1])
-    check.check_ndim("target_probs", T, 3, "(B, K+1, V)")
-    V = int(T.shape[2])
-    check.check_shape("target_probs", T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
-    check.check_shape("num_draft", j, (B,), "(B,)")
-    if V < 1:
-        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
-    check.check_integer("draft_tokens", x, ops)
-    check.check_integer("num_draft", j, ops)
-    x, j = ops.to_int64(x), ops.to_int64(j)
-    check.check_range("num_draft", j, 0, K, ops, "draft counts")
-    valid = ops.arange(K)[None, :] < j[:, None]  # (B, K)
-    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
+    T, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
+    B, K, V = int(x.shape[0]), int(x.shape[1]), int(T.shape[2])
+    Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
     if Q is not None:
         check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
     check.check_float("target_probs", T, ops)
@@ -306,23 +292,7 @@ def prepare(
 
 def get_uniforms(batch: Batch, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
     """accept (B, K) and sample (B,) uniforms as float64, from ``uniforms`` or ``rng``."""
-    ops, B, K = batch.ops, batch.B, batch.K
-    if uniforms is None:
-        return ops.uniforms(rng, (B, K)), ops.uniforms(rng, (B,))
-    if rng is not None:
-        raise InputError("uniforms", "either rng or uniforms, not both", "both")
-    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
-        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    try:
-        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
-    check.check_shape("uniforms.accept", ua, (B, K), "(B, K)")
-    check.check_shape("uniforms.sample", us, (B,), "(B,)")
-    if validate:
-        check.check_uniforms("uniforms.accept", ua, ops)
-        check.check_uniforms("uniforms.sample", us, ops)
-    return ua, us
+    return check.get_uniforms(batch.ops, rng, uniforms, (batch.B, batch.K), batch.B, validate)
 
 
 def inverse_cdf(ops: Ops, weights: Array, u: Array, validate: bool) -> Array:
@@ -352,14 +322,6 @@ def quantize(ops: Ops, w: Array, validate: bool) -> Array:
     return ops.floor_int(w * QUANT)
 
 
-def _arg(ops: Ops, x: Any, name: str) -> Array:
-    """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
-    try:
-        return ops.asarray(x)
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
-
-
 def _rows(ops: Ops, rows: Array, mask: Array) -> Array:
     """(R, V) float64 copy of rows, zero where mask (R,) is False (unread rows may be NaN)."""
     rows = ops.to_float64(rows)
@@ -381,16 +343,23 @@ def _residual(ops: Ops, w: Array, p: Array, q: Array | None, x: Array, mask: Arr
     return ops.clamp_min0(r)
 
 
+def probed(batch: Batch) -> tuple[Array, Array]:
+    """p(x) and q(x) (B, K) float64 at each draft position, 0 past num_draft; q(x) = 1 for a
+    deterministic drafter (q one-hot on the draft)."""
+    ops, valid, xs = batch.ops, batch.valid, batch.tokens
+    ar, pos = ops.arange(batch.B), ops.arange(batch.K)
+    px = ops.where(valid, ops.to_float64(batch.target[ar[:, None], pos[None, :], xs]), 0.0)
+    if batch.draft is None:
+        return px, ops.where(valid, 1.0, 0.0)
+    return px, ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+
+
 def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array, Array]:
     """w (B, K+1), m (B, K) float64 masses, h (B, K) thresholds (NaN past num_draft)."""
     ops, B, K = batch.ops, batch.B, batch.K
     ar, pos = ops.arange(B), ops.arange(K)
     j, valid, xs = batch.num_draft, batch.valid, batch.tokens
-    px = ops.where(valid, ops.to_float64(batch.target[ar[:, None], pos[None, :], xs]), 0.0)  # (B, K)
-    if batch.draft is None:
-        qx = ops.where(valid, 1.0, 0.0)
-    else:
-        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    px, qx = probed(batch)  # (B, K)
     ratio = ops.where(qx > 0, px / ops.where(qx > 0, qx, 1.0), 0.0)  # (B, K) 0 where q(x) = 0
     w = ops.full((B, K + 1), 1.0, np.float64)
     prod = ops.full((B, K + 1), 1.0, np.float64)  # the uncapped product, for the lossy variant

@@ -65,7 +65,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import InputError
-from .block import Batch, get_uniforms, inverse_cdf, prepare
+from .block import Batch, get_uniforms, inverse_cdf, prepare, probed
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
@@ -159,15 +159,10 @@ def verify_lenient(
         raise InputError("lenience", "a number in (0, 1]", repr(lenience))
     batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
     ua, us = get_uniforms(batch, rng, uniforms, validate)
-    ops, B, K = batch.ops, batch.B, batch.K
-    ar, pos = ops.arange(B), ops.arange(K)
+    ops, pos = batch.ops, batch.ops.arange(batch.K)
     valid, xs = batch.valid, batch.tokens
     T = ops.to_float64(batch.target)  # (B, K+1, V)
-    px = ops.where(valid, T[ar[:, None], pos[None, :], xs], 0.0)  # (B, K)
-    if batch.draft is None:
-        qx = ops.where(valid, 1.0, 0.0)
-    else:
-        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    px, qx = probed(batch)  # (B, K)
     passed = valid & (qx > 0) & (ua * lenience * qx < px)  # (B, K)
     n = ops.run_length(passed)  # (B,)
     token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)
@@ -217,15 +212,10 @@ def verify_ratio_threshold(
         raise InputError("theta", "a positive finite ratio threshold", repr(theta))
     batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
     ua, us = get_uniforms(batch, rng, uniforms, validate)
-    ops, B, K = batch.ops, batch.B, batch.K
-    ar, pos = ops.arange(B), ops.arange(K)
+    ops, pos = batch.ops, batch.ops.arange(batch.K)
     valid, xs = batch.valid, batch.tokens
     T = ops.to_float64(batch.target)  # (B, K+1, V)
-    px = ops.where(valid, T[ar[:, None], pos[None, :], xs], 0.0)  # (B, K)
-    if batch.draft is None:
-        qx = ops.where(valid, 1.0, 0.0)
-    else:
-        qx = ops.where(valid, ops.to_float64(batch.draft[ar[:, None], pos[None, :], xs]), 0.0)
+    px, qx = probed(batch)  # (B, K)
     passed = valid & (qx > 0) & (px >= theta * qx)  # (B, K)
     n = ops.run_length(passed)  # (B,)
     token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)

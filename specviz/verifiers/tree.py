@@ -204,30 +204,19 @@ def verify_tree_chain(
     tried draft (NaN elsewhere).
     """
     ops = ops_for(target_probs)
-    T = _arg(ops, target_probs, "target_probs")
-    x = _arg(ops, draft_tokens, "draft_tokens")
-    j = _arg(ops, num_draft, "num_draft")
-    check.check_ndim("draft_tokens", x, 2, "(B, K)")
-    B, K = int(x.shape[0]), int(x.shape[1])
-    check.check_ndim("target_probs", T, 3, "(B, K+1, V)")
-    V = int(T.shape[2])
-    check.check_shape("target_probs", T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
-    check.check_shape("num_draft", j, (B,), "(B,)")
-    check.check_integer("num_draft", j, ops)
-    check.check_integer("draft_tokens", x, ops)
-    j = ops.to_int64(j)
-    check.check_range("num_draft", j, 0, K, ops, "draft counts")
-    xv = ops.to_int64(x)[ops.arange(K)[None, :] < j[:, None]]  # ids below num_draft, named as the caller named them
-    check.check_range("draft_tokens", xv, 0, V - 1, ops, "token ids at positions < num_draft")
+    T, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
+    B, K, V = int(x.shape[0]), int(x.shape[1]), int(T.shape[2])
+    # ids below num_draft, named as the caller named them (not as the tree's node_tokens)
+    check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
     D = None
     if draft_probs is not None:
-        Q = _arg(ops, draft_probs, "draft_probs")
+        Q = check.as_array(ops, draft_probs, "draft_probs")
         check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
         check.check_float("draft_probs", Q, ops)
         D = ops.full((B, K + 1, V), 0.0, np.float64)  # (B, K+1, V): the last node has no children
         D[:, :K] = ops.to_float64(Q)
     toks = ops.full((B, K + 1), 0, np.int64)
-    toks[:, 1:] = ops.where(ops.arange(K)[None, :] < j[:, None], ops.to_int64(x), 0)
+    toks[:, 1:] = ops.where(valid, x, 0)
     par = ops.arange(K + 1)[None, :] - 1 + ops.full((B, K + 1), 0, np.int64)  # (B, K+1) -1, 0, .., K-1
     tree = _prepare(T, D, toks, par, j + 1, validate)
     ua, us = _chain_uniforms(tree, rng, uniforms, validate)
@@ -247,21 +236,14 @@ def verify_tree_chain(
 # ---------------------------------------------------------------- checks
 
 
-def _arg(ops: Ops, x: Any, name: str) -> Array:
-    try:
-        return ops.asarray(x)
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
-
-
 def _prepare(
     target_probs: Array, draft_probs: Array | None, node_tokens: Array, parents: Array, num_nodes: Array, validate: bool
 ) -> _Tree:
     ops = ops_for(target_probs)
-    T = _arg(ops, target_probs, "target_probs")
-    tok = _arg(ops, node_tokens, "node_tokens")
-    par = _arg(ops, parents, "parents")
-    n = _arg(ops, num_nodes, "num_nodes")
+    T = check.as_array(ops, target_probs, "target_probs")
+    tok = check.as_array(ops, node_tokens, "node_tokens")
+    par = check.as_array(ops, parents, "parents")
+    n = check.as_array(ops, num_nodes, "num_nodes")
     check.check_ndim("target_probs", T, 3, "(B, N, V)")
     B, N, V = (int(s) for s in T.shape)
     if N < 1 or V < 1:
@@ -293,7 +275,7 @@ def _prepare(
             has_child[rows, par[rows, i]] = True
     Q = None
     if draft_probs is not None:
-        Q = _arg(ops, draft_probs, "draft_probs")
+        Q = check.as_array(ops, draft_probs, "draft_probs")
         check.check_shape("draft_probs", Q, (B, N, V), "(B, N, V)")
         check.check_float("draft_probs", Q, ops)
     if validate:

@@ -235,15 +235,15 @@ def verify_with_rule(
 ) -> Verification:
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     ops = ops_for(target_probs)
-    P, x, j, valid = _padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
+    P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
-    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
+    Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
     if Q is not None:
         check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
     check.check_float("target_probs", P, ops)
     if Q is not None:
         check.check_float("draft_probs", Q, ops)
-    ua, us = _get_uniforms(ops, rng, uniforms, (B, K), B, validate)
+    ua, us = check.get_uniforms(ops, rng, uniforms, (B, K), B, validate)
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
     return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
@@ -287,10 +287,10 @@ def verify_flat(
         In the padded output form, with K = max K_b.
     """
     ops = ops_for(target_probs)
-    P = _arg(ops, target_probs, "target_probs")
-    x_flat = _arg(ops, draft_tokens, "draft_tokens")
-    indptr = _arg(ops, draft_indptr, "draft_indptr")
-    Q = None if draft_probs is None else _arg(ops, draft_probs, "draft_probs")
+    P = check.as_array(ops, target_probs, "target_probs")
+    x_flat = check.as_array(ops, draft_tokens, "draft_tokens")
+    indptr = check.as_array(ops, draft_indptr, "draft_indptr")
+    Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
     check.check_ndim("draft_tokens", x_flat, 1, "(N,)")
     check.check_ndim("draft_indptr", indptr, 1, "(B+1,)")
     check.check_integer("draft_tokens", x_flat, ops)
@@ -322,7 +322,7 @@ def verify_flat(
     if Q is not None:
         check.check_float("draft_probs", Q, ops)
     check.check_range("draft_tokens", x_flat, 0, V - 1, ops, "token ids")
-    ua_flat, us = _get_uniforms(ops, rng, uniforms, (N,), B, validate)
+    ua_flat, us = check.get_uniforms(ops, rng, uniforms, (N,), B, validate)
     ua = ops.where(valid, ua_flat[flat_idx], 0.0) if N else ops.full((B, K), 0.0, np.float64)
     starts = indptr[:-1]
     P_rows = _Rows(P, starts + ops.arange(B))
@@ -354,7 +354,7 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         the uniform fields are NaN (no randomness is used).
     """
     ops = ops_for(target)
-    T, x, j, valid = _padded_inputs(ops, target, draft_tokens, num_draft, "target")
+    T, x, j, valid = check.padded_inputs(ops, target, draft_tokens, num_draft, "target")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(T.shape[2])
     check.check_float("target", T, ops)
     check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")
@@ -381,69 +381,6 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         bonus=n == j,
         sample_uniforms=ops.full((B,), float("nan"), np.float64),
     )
-
-
-def _padded_inputs(
-    ops: NumpyOps | TorchOps, target: Any, draft_tokens: Any, num_draft: Any, target_name: str
-) -> tuple[Array, Array, Array, Array]:
-    """The checks every padded entry point shares.
-
-    Returns target (B, K+1, V), draft tokens (B, K) and num_draft (B,) as int64, and the
-    (B, K) mask of positions below num_draft.
-    """
-    T = _arg(ops, target, target_name)
-    x = _arg(ops, draft_tokens, "draft_tokens")
-    j = _arg(ops, num_draft, "num_draft")
-    check.check_ndim("draft_tokens", x, 2, "(B, K)")
-    B, K = int(x.shape[0]), int(x.shape[1])
-    check.check_ndim(target_name, T, 3, "(B, K+1, V)")
-    V = int(T.shape[2])
-    check.check_shape(target_name, T, (B, K + 1, V), "(B, K+1, V) from draft_tokens (B, K)")
-    check.check_shape("num_draft", j, (B,), "(B,)")
-    if V < 1:
-        raise InputError(target_name, "a vocabulary of at least 1 token", "V = 0")
-    check.check_integer("draft_tokens", x, ops)
-    check.check_integer("num_draft", j, ops)
-    x, j = ops.to_int64(x), ops.to_int64(j)
-    check.check_range("num_draft", j, 0, K, ops, "draft counts")
-    valid = ops.arange(K)[None, :] < j[:, None]  # (B, K)
-    return T, x, j, valid
-
-
-def _arg(ops: NumpyOps | TorchOps, x: Any, name: str) -> Array:
-    """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
-    try:
-        return ops.asarray(x)
-    except (ValueError, TypeError, RuntimeError) as e:  # ragged lists, strings, a CUDA tensor for NumPy
-        raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
-
-
-def _get_uniforms(
-    ops: NumpyOps | TorchOps,
-    rng: Any,
-    uniforms: Any,
-    accept_shape: tuple[int, ...],
-    B: int,
-    validate: bool,
-) -> tuple[Array, Array]:
-    """The accept uniforms (accept_shape) and sample uniforms (B,), as float64."""
-    if uniforms is None:
-        return ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))
-    if rng is not None:
-        raise InputError("uniforms", "either rng or uniforms, not both", "both")
-    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
-        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    try:
-        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
-    names = "(B, K)" if len(accept_shape) == 2 else "(N,)"
-    check.check_shape("uniforms.accept", ua, accept_shape, names)
-    check.check_shape("uniforms.sample", us, (B,), "(B,)")
-    if validate:
-        check.check_uniforms("uniforms.accept", ua, ops)
-        check.check_uniforms("uniforms.sample", us, ops)
-    return ua, us
 
 
 def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
