@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest import metric, open_page, texts
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import batch_demo, limits, links, position, results, speed
@@ -22,28 +23,6 @@ from specviz.proof.bugs import BUGS
 ROOT = Path(__file__).resolve().parents[1]
 REF_P = np.array(position.REFERENCE_P)
 UNIFORM = np.full(4, 0.25)
-
-
-def open_page(page: str | None, query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.run()
-    if page:
-        at.switch_page(page)
-        at.query_params.clear()
-        at.query_params.update(query or {})
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
-    assert len(values) == 1, [m.label for m in at.metric]
-    return values[0]
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
 
 
 FIRST_PAGES = tuple(f"app_pages/{name}.py" for name in ("home", "exact", "batch", "bug_lab", "tokens"))

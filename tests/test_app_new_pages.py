@@ -8,12 +8,15 @@ package functions behind them are tested in test_settings_demo, test_interview a
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from pathlib import Path
 
+import apptest
 import numpy as np
 import pytest
+from apptest import link, metric, rerun, texts
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import interview as iv
@@ -26,35 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS, INTERVIEW, TEXT = "app_pages/settings.py", "app_pages/interview.py", "app_pages/text.py"
 
 
-def open_page(page: str, query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.run()
-    at.switch_page(page)
-    at.query_params.clear()
-    at.query_params.update(query or {})
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def rerun(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
-    assert len(values) == 1, [m.label for m in at.metric]
-    return values[0]
-
-
-def texts(elements) -> str:
-    return "\n".join(str(e.value) for e in elements)
-
-
-def link(at: AppTest) -> dict[str, str]:
-    return {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+open_page = functools.partial(apptest.open_page, timeout=90)
 
 
 # --- Sampling settings -----------------------------------------------------------------------------

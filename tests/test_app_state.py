@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest import metric
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import links, presenter
@@ -40,12 +41,6 @@ def visit(at: AppTest, page: str, *, clear_query: bool = True) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
-    assert len(values) == 1, [m.label for m in at.metric]
-    return values[0]
 
 
 def forget_kept(at: AppTest) -> None:

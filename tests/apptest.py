@@ -1,0 +1,44 @@
+"""Helpers the AppTest page tests share: open a page of the app, rerun it, read what it shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def open_page(page: str | None, query: dict[str, str] | None = None, *, timeout: float = 60) -> AppTest:
+    """app.py run once, then ``page`` (None: Home) with ``query`` as its link; no exception allowed."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.query_params.clear()
+        at.query_params.update(query or {})
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    """The value of the one metric with this label."""
+    values = [m.value for m in at.metric if m.label == label]
+    assert len(values) == 1, [m.label for m in at.metric]
+    return values[0]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+def link(at: AppTest) -> dict[str, str]:
+    """The address bar's query parameters, one value each."""
+    return {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
