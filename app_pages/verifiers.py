@@ -186,17 +186,18 @@ st.caption(
     "tests/test_tree.py). k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to "
     "each depth and summed."
 )
+# The context-free pair the tree and block sections draw: the toy example or the typed p and q.
+pair_p, pair_q, pair_K = (court.TOY_P, court.TOY_Q, court.TOY_K) if source == TOY else (p, q, int(K))
 if source in (TOY, PQ) and rows is not None:
-    tp, tq, depth = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
+    tp, tq, depth = pair_p, pair_q, pair_K
     tree_rows = []
     for label, iid in (("i.i.d. from q (SpecInfer)", True), ("q's top k, deterministic (EAGLE-style)", False)):
         measured = f"measured ({TREE_ROWS:,} trees)"
         try:
             got = measure_tree(tp, tq, int(k), depth, int(seed), iid)
         except InputError as e:  # k distinct top tokens need k <= V
-            tree_rows.append(
-                {"candidates": label, "exact accepted per step": None, measured: str(e)}
-            )  # a table cell shows text as typed
+            # str(e), not links.error_text: a table cell shows text as typed, escapes included
+            tree_rows.append({"candidates": label, "exact accepted per step": None, measured: str(e)})
             continue
         exact = tree.kary_expected_accepted(tp, tq, int(k), depth, iid=iid)
         point = results.tokens_point(got.mean, got.se, got.n, exact)
@@ -223,13 +224,13 @@ st.caption(
     "the residual (w_tau p - q)+ normalized. The seed above draws the drafts and the uniforms."
 )
 if source in (TOY, PQ) and rows is not None:
-    bp, bq, bK = ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2) if source == TOY else (p, q, int(K))
-    steps = block_trace.seeded_block_trace(bp, bq, bK, int(seed))
+    steps = block_trace.seeded_block_trace(pair_p, pair_q, pair_K, int(seed))
     st.plotly_chart(presenter.chart(figures.block_steps(steps), st.session_state), key=S + "block_chart")
     st.dataframe(block_trace.trace_rows(steps), hide_index=True, key=S + "block_steps")
     st.markdown(
-        f"Kept **tau = {steps.tau}** of {bK} drafts; emitted {steps.tokens}. The last token, **{steps.token}**, came "
-        f"from {steps.source}: {np.round(steps.source_row, 4).tolist()} (sample uniform {steps.sample_uniform:.4f})."
+        f"Kept **tau = {steps.tau}** of {pair_K} drafts; emitted {steps.tokens}. The last token, **{steps.token}**, "
+        f"came from {steps.source}: {np.round(steps.source_row, 4).tolist()} "
+        f"(sample uniform {steps.sample_uniform:.4f})."
     )
 else:
     st.info("The block step by step is shown for the context-free problems: the toy example or your own p and q.")

@@ -91,14 +91,17 @@ class Judgement(NamedTuple):
         return "lossless" if self.lossless else "LOSSY"
 
 
+TOY_P, TOY_Q, TOY_K = (1 / 3, 2 / 3), (2 / 3, 1 / 3), 2  # Sun et al.'s example
+
+
 def toy_problem() -> Problem:
     """Sun et al.'s example: context-free p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts, 3 tokens judged.
 
     Block verification keeps 11/9 drafts per step, the chain 10/9; the lossy last threshold
     keeps 4/3 and its 3 tokens are 1/9 from the target in total variation.
     """
-    p, q = [1 / 3, 2 / 3], [2 / 3, 1 / 3]
-    return Problem(make_chain(np.array([p] * 3)), Drafter(make_chain(np.array([q] * 3))), 3, 2, 2)
+    target, draft = make_chain(np.array([TOY_P] * 3)), make_chain(np.array([TOY_Q] * 3))
+    return Problem(target, Drafter(draft), TOY_K + 1, TOY_K, TOY_K)
 
 
 def pair_problem(target_probs: Sequence[float], draft_probs: Sequence[float], K: int, L: int | None = None) -> Problem:
