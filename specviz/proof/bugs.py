@@ -7,14 +7,13 @@ drafter that feeds it), a one-paragraph explanation, and the check that catches 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import InputError
-from ..verifiers.verify import Rule, verify, verify_with_rule
+from ..verifiers.verify import Rule, rule_verifier, verify
 from . import engine_bugs, theory
 
 
@@ -28,12 +27,6 @@ class Bug(NamedTuple):
     caught_by: str  # which check fails
     changes_law: bool  # False: still lossless, only slower
     needs_ragged: bool  # visible only when some rows have fewer drafts than the padded width
-
-
-def _with(rule: Rule, name: str) -> Callable[..., Any]:
-    fn = functools.partial(verify_with_rule, rule=rule)
-    fn.__name__ = name  # type: ignore[attr-defined]
-    return fn
 
 
 # --- the reference example's figures, computed (tests/test_explanations.py checks every one) ---
@@ -74,7 +67,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "resample_from_p",
             "Resample from p after a rejection",
-            _with(Rule(replacement="target"), "resample_from_p"),
+            rule_verifier(Rule(replacement="target"), "resample_from_p"),
             Rule(replacement="target"),
             None,
             "After a rejection the replacement is drawn from the target p instead of the residual "
@@ -94,7 +87,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "unclamped_residual",
             "Forget the clamp on p - q",
-            _with(Rule(replacement="unclamped"), "unclamped_residual"),
+            rule_verifier(Rule(replacement="unclamped"), "unclamped_residual"),
             Rule(replacement="unclamped"),
             None,
             "The replacement is drawn by inverse CDF over p - q without max(0, .): the first token whose "
@@ -114,7 +107,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "shared_uniform",
             "One uniform for every position",
-            _with(Rule(accept_coins="shared"), "shared_uniform"),
+            rule_verifier(Rule(accept_coins="shared"), "shared_uniform"),
             Rule(accept_coins="shared"),
             None,
             "Each row draws one coin u and compares it with the ratio r_i = p(x_i) / q(x_i) at every "
@@ -134,7 +127,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "count_after_rejection",
             "Keep drafts after a rejection",
-            _with(Rule(count="all"), "count_after_rejection"),
+            rule_verifier(Rule(count="all"), "count_after_rejection"),
             Rule(count="all"),
             None,
             "Every draft whose coin passes is kept, not only the run before the first rejection. A "
@@ -149,7 +142,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "reused_coin",
             "Reuse the acceptance coin for the replacement",
-            _with(Rule(sample_coin="reused"), "reused_coin"),
+            rule_verifier(Rule(sample_coin="reused"), "reused_coin"),
             Rule(sample_coin="reused"),
             None,
             "The replacement token is drawn with the same uniform that just rejected the draft. "
@@ -168,7 +161,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "wrong_bonus_row",
             "Bonus from the last padded row",
-            _with(Rule(bonus="last"), "wrong_bonus_row"),
+            rule_verifier(Rule(bonus="last"), "wrong_bonus_row"),
             Rule(bonus="last"),
             None,
             "When every draft survives, the bonus token is drawn from target row K (the last row of "
@@ -183,7 +176,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "bonus_row_before",
             "Bonus from the row before",
-            _with(Rule(bonus="row_before"), "bonus_row_before"),
+            rule_verifier(Rule(bonus="row_before"), "bonus_row_before"),
             Rule(bonus="row_before"),
             None,
             "When every draft survives, the bonus token is drawn from target row num_draft[b] - 1, the "
@@ -198,7 +191,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "no_bonus",
             "No bonus token",
-            _with(Rule(bonus="none"), "no_bonus"),
+            rule_verifier(Rule(bonus="none"), "no_bonus"),
             Rule(bonus="none"),
             None,
             "When every draft survives, the row stops without drawing the bonus token from p at "
@@ -293,7 +286,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "late_rejection",
             "Replacement drawn one position late",
-            _with(Rule(replacement_row="next"), "late_rejection"),
+            rule_verifier(Rule(replacement_row="next"), "late_rejection"),
             Rule(replacement_row="next"),
             None,
             "After the rejection at position i the replacement is drawn from the residual of position i + 1 "

@@ -28,7 +28,6 @@ law cannot be judged by sampling): ``inclusive_coin``, ``nan_row`` and
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -36,7 +35,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..verifiers.processing import Settings
-from ..verifiers.verify import Rule, Uniforms, Verification, verify, verify_with_rule
+from ..verifiers.verify import Rule, Uniforms, Verification, rule_verifier, verify
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
@@ -234,19 +233,13 @@ class Fault(NamedTuple):
     changes_law: bool  # False: no sampling test can see it
 
 
-def _inclusive() -> Callable[..., Any]:
-    fn = functools.partial(verify_with_rule, rule=Rule(coin="inclusive"))
-    fn.__name__ = "inclusive_coin"  # type: ignore[attr-defined]
-    return fn
-
-
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
         Fault(
             "inclusive_coin",
             "Accept when u * q(x) <= p(x)",
-            _inclusive(),
+            rule_verifier(Rule(coin="inclusive"), "inclusive_coin"),
             "The coin test uses <= instead of <, and the uniform may be exactly 0. Then a draft with "
             "p(x) = 0 and q(x) > 0 passes 0 * q(x) <= 0 and is accepted: the engine emits a token the "
             "target rules out (banned by top-k or top-p, say). With a continuous uniform this has "

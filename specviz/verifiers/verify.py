@@ -43,6 +43,7 @@ The bugs module swaps one step of this rule at a time through :class:`Rule`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -247,6 +248,14 @@ def verify_with_rule(
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
     return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
+
+
+def rule_verifier(rule: Rule, name: str) -> Any:
+    """:func:`verify_with_rule` with ``rule`` fixed: a verifier of :func:`verify`'s signature
+    called ``name`` (how the bug catalogue builds each mistake)."""
+    fn = functools.partial(verify_with_rule, rule=rule)
+    fn.__name__ = name  # type: ignore[attr-defined]
+    return fn
 
 
 def verify_flat(
