@@ -45,19 +45,6 @@ class Verdict(NamedTuple):
         return f"{self.head}. {self.seen}"
 
 
-def _mean_test(res: Any) -> stats.MeanTest | None:
-    """The case's tokens-per-step test: ``res.tokens`` when prove provides it, else rebuilt."""
-    t = getattr(res, "tokens", None)
-    if isinstance(t, stats.MeanTest):
-        return t
-    if res.error:
-        return None
-    # Rebuilt from the case's numbers. Each sequence takes at least one verification, so its
-    # N is a lower bound on the rounds: the rule can only say "inconclusive" too often here.
-    return stats.mean_test(res.tokens_measured, res.tokens_theory, res.tokens_se, int(res.joint.n),
-                           alpha=res.joint.alpha)  # fmt: skip
-
-
 def joint_says(test: stats.ChiSquare) -> str:
     """What one chi-square test says: "fail", "pass" or "inconclusive", by the rule of :mod:`specviz.proof.prove`.
 
@@ -76,30 +63,6 @@ def tokens_says(test: stats.MeanTest) -> str:
     return "pass" if test.passed else "fail"
 
 
-def _word(res: Any, tokens: stats.MeanTest | None) -> str:
-    """prove's own verdict when it knows "inconclusive"; the same rule applied here until then."""
-    word = str(res.verdict)
-    if word in ("inconclusive", "ERROR") or hasattr(res, "needed_n"):
-        return word
-    says = [joint_says(res.joint), tokens_says(tokens)]
-    if "fail" in says:
-        return "caught" if res.is_bug else "FAIL"
-    if "inconclusive" in says:
-        return "inconclusive"
-    return "missed" if res.is_bug else "pass"
-
-
-def _needed(res: Any, tokens: stats.MeanTest | None) -> int | None:
-    n = getattr(res, "needed_n", None)
-    if n is not None:
-        return int(n)
-    need = stats.needed_n(res.law)
-    if tokens is not None and not tokens.conclusive:
-        # Every sequence takes at least one verification, so N = the rounds the z-test needs suffices.
-        need = max(need, tokens.needed_rounds)
-    return int(need)
-
-
 def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
     """The verdict a page shows for one case, with the power behind it.
 
@@ -109,8 +72,8 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
     j = res.joint
     if res.error:
         return Verdict("ERROR", False, math.inf, j.power, None, None, f"ERROR: {subject} raised: {res.error}", "")
-    tokens = _mean_test(res)
-    word = _word(res, tokens)
+    tokens = res.tokens  # prove's tokens-per-step test, with its own power
+    word = str(res.verdict)  # prove's verdict: pass, FAIL, caught, missed or inconclusive
     seen = (
         f"The joint test catches any shift of the law by TV ≥ {j.detectable_tv:.4f} with {j.power:.0%} probability"
         if math.isfinite(j.detectable_tv)
@@ -124,7 +87,7 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
         )
     needed = None
     if word == "inconclusive":
-        needed = _needed(res, tokens)
+        needed = res.needed_n
         # Below MIN_ROUNDS the tokens test's spread is not known yet, so its share of N is a floor.
         floor = tokens is not None and tokens.rounds < stats.MIN_ROUNDS
         head = (
