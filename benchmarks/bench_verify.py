@@ -38,6 +38,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specviz import Uniforms, verify  # noqa: E402
+from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
+from specviz.verifiers._fused import enabled as numba_enabled  # noqa: E402
 from specviz.verifiers._sample import COMPILE_ENV  # noqa: E402
 
 K = 4
@@ -79,6 +81,35 @@ def evict() -> None:
     _evict_buf.fill(1.0)
 
 
+def pure(fn):
+    """Run fn with the Numba pass of specviz.verifiers._fused switched off (the NumPy passes)."""
+    os.environ[NUMBA_ENV] = "0"
+    try:
+        return fn()
+    finally:
+        os.environ.pop(NUMBA_ENV, None)
+
+
+def numba_first_call() -> str:
+    """The first verify call at large V in a fresh process: with an empty Numba cache, and again."""
+    import subprocess
+    import tempfile
+
+    code = ("import time, numpy as np; t0 = time.perf_counter(); import specviz; "
+            "p = np.random.default_rng(0).random((2, 2, 8192), dtype=np.float32); p /= p.sum(-1, keepdims=True); "
+            "u = specviz.Uniforms(np.full((2, 1), 0.999), np.full(2, 0.5)); "
+            "specviz.verify(p, p[:, ::-1][:, :1].copy(), np.zeros((2, 1), int), np.ones(2, int), uniforms=u); "
+            "specviz.verify(p, None, np.zeros((2, 1), int), np.ones(2, int), uniforms=u); "
+            "print(time.perf_counter() - t0)")  # fmt: skip
+    out = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        for _ in range(2):
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            out.append(float(res.stdout.split()[-1]))
+    return f"first call in a new process {out[0]:.1f} s with an empty Numba cache, {out[1]:.1f} s with it"
+
+
 def compiled(fn):
     """Run fn with the opt-in torch.compile pass of specviz.verifiers._sample switched on."""
     os.environ[COMPILE_ENV] = "1"
@@ -117,6 +148,8 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
     target, draft, tokens, num, acceptance = make_inputs(B, V)
     u = Uniforms(np.random.default_rng(1).random((B, K)), np.random.default_rng(2).random(B))
     ref = verify(target, draft, tokens, num, uniforms=u, validate=False)
+    assert np.array_equal(pure(lambda: verify(target, draft, tokens, num, uniforms=u)).tokens, ref.tokens), \
+        "the Numba pass and the NumPy passes disagree: nothing is timed"  # fmt: skip
     tt = [torch.from_numpy(a) for a in (target, draft, tokens, num)]
     tu = Uniforms(*(torch.from_numpy(a) for a in u))
     agree = verify(*tt, uniforms=tu, validate=False)
@@ -146,6 +179,9 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
         for validate in (False, True):
             fn = lambda v=validate: verify(target, draft, tokens, num, uniforms=u, validate=v)  # noqa: E731
             entries.append(("numpy", validate, fn, None, cpu))
+            if numba_enabled():
+                fn = lambda v=validate: pure(lambda: verify(target, draft, tokens, num, uniforms=u, validate=v))  # noqa: E731
+                entries.append(("numpy-pure", validate, fn, None, cpu))
             for th in args.threads:
                 fn = lambda v=validate: verify(*tt, uniforms=tu, validate=v)  # noqa: E731
                 entries.append((f"torch/{th}", validate, fn, th, cpu))
@@ -191,7 +227,7 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
         return
     numpy_f = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is False)
     numpy_t = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is True)
-    print(f"  {'entry':<10} {'validate':>8} {'cold/bound':>10} {'warm/bound':>10} {'validate cost':>13} "
+    print(f"  {'entry':<11} {'validate':>8} {'cold/bound':>10} {'warm/bound':>10} {'validate cost':>13} "
           f"{'/numpy':>7}")  # fmt: skip
     for i, (name, validate, *_rest) in enumerate(entries):
         if validate is None:
@@ -199,7 +235,7 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
         partner = next(k for k, e in enumerate(entries) if e[0] == name and e[1] is False)
         cost = f"{med_c[i] / med_c[partner]:.2f}x" if validate else ""
         vs_np = med_c[i] / med_c[numpy_t if validate else numpy_f]
-        print(f"  {name:<10} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
+        print(f"  {name:<11} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
               f"{cost:>13} {vs_np:>6.2f}x")  # fmt: skip
 
 
@@ -226,6 +262,13 @@ def main() -> None:
           f"torch {torch.__version__}; torch CPU threads timed: {args.threads} "
           f"(torch default here: {torch.get_num_threads()}); repeats {args.repeat}, "
           f"{args.stat} of {args.clock} time")  # fmt: skip
+    if numba_enabled():
+        import numba
+
+        print(f"numpy: the block sums run in the Numba pass (numba {numba.__version__}; "
+              f"{numba_first_call()}); numpy-pure: {NUMBA_ENV}=0, the NumPy passes")  # fmt: skip
+    else:
+        print("numpy: Numba is not installed (or switched off): the NumPy passes")
     rng = np.random.default_rng(0)
     for size in args.sizes.split(","):
         B, V = (int(s) for s in size.split("x"))

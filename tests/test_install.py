@@ -10,6 +10,7 @@ About 6 s on the 2-core development machine, most of it creating the environment
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ("numpy", "scipy")  # the declared runtime dependencies
-OPTIONAL = ("torch", "streamlit", "plotly", "pandas")  # extras: must not be needed to import specviz
+OPTIONAL = ("torch", "streamlit", "plotly", "pandas", "numba")  # extras: must not be needed to import specviz
 
 
 def run(cmd: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -79,7 +80,7 @@ def test_wheel_holds_only_the_package_and_declares_its_dependencies(installed):
     requires = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     plain = {r.split(">")[0].split("=")[0].split("<")[0].strip() for r in requires if "extra ==" not in r}
     assert plain == set(RUNTIME), requires
-    for extra, dep in (("torch", "torch"), ("app", "streamlit"), ("app", "plotly")):
+    for extra, dep in (("torch", "torch"), ("app", "streamlit"), ("app", "plotly"), ("fast", "numba")):
         assert any(r.startswith(dep) and f'extra == "{extra}"' in r for r in requires), (extra, dep, requires)
     assert "specviz = specviz.cli:main" in entry
 
@@ -119,8 +120,9 @@ def test_package_imports_without_the_optional_dependencies(installed, tmp_path):
 
 def test_every_module_imports_without_the_extras_except_figure_builders(installed, tmp_path):
     # Each module of the installed package is imported on its own. Only Plotly (the app extra that
-    # builds figures) may be missing; streamlit never (no Streamlit in the package), torch never
-    # (it is imported when a tensor arrives).
+    # builds figures) may be missing, and Numba for the one module that holds the compiled pass
+    # (the "fast" extra); streamlit never (no Streamlit in the package), torch never (it is
+    # imported when a tensor arrives).
     code = (
         "import importlib, pkgutil, specviz\n"
         "mods = pkgutil.walk_packages(specviz.__path__, 'specviz.')\n"
@@ -136,5 +138,38 @@ def test_every_module_imports_without_the_extras_except_figure_builders(installe
     results = dict(line.split() for line in out if line.strip())
     ok = {m for m, r in results.items() if r == "ok"}
     assert {"verifiers.verify", "cli", "proof.prove", "proof.bugs", "proof.theory", "verifiers.block"} <= ok
-    bad = {m: r for m, r in results.items() if r not in ("ok", "plotly")}
+    assert results.get("verifiers._fused_kernel") == "numba"
+    bad = {m: r for m, r in results.items() if r not in ("ok", "plotly") and m != "verifiers._fused_kernel"}
     assert not bad, f"modules that need more than numpy and scipy to import: {bad}"
+
+
+def test_verify_without_numba_gives_the_tokens_of_the_numba_pass(installed, tmp_path):
+    # The fresh venv has numpy and scipy only: verify at V = 600 runs NumPy's passes there. Here
+    # (Numba installed, the "fast" extra) the same call runs the compiled pass: same tokens.
+    code = (
+        "import numpy as np, specviz\n"
+        "from specviz.verifiers import _fused\n"
+        "assert not _fused.enabled()\n"
+        "rng = np.random.default_rng(4)\n"
+        "t = rng.gamma(0.5, size=(16, 3, 600)); t /= t.sum(-1, keepdims=True)\n"
+        "d = rng.gamma(0.5, size=(16, 2, 600)); d /= d.sum(-1, keepdims=True)\n"
+        "x = rng.integers(0, 600, size=(16, 2))\n"
+        "res = specviz.verify(t, d, x, np.full(16, 2), rng=np.random.default_rng(5))\n"
+        "print(' '.join(map(str, res.tokens.ravel())))\n"
+    )
+    there = run([str(installed / "python"), "-c", code], cwd=tmp_path).stdout.split()
+    import numpy as np
+
+    import specviz
+    from specviz.verifiers import _fused
+
+    rng = np.random.default_rng(4)
+    t = rng.gamma(0.5, size=(16, 3, 600))
+    t /= t.sum(-1, keepdims=True)
+    d = rng.gamma(0.5, size=(16, 2, 600))
+    d /= d.sum(-1, keepdims=True)
+    x = rng.integers(0, 600, size=(16, 2))
+    if importlib.util.find_spec("numba") is not None and os.environ.get(_fused.ENV, "1") != "0":
+        assert _fused.enabled()
+    here = specviz.verify(t, d, x, np.full(16, 2), rng=np.random.default_rng(5)).tokens.ravel()
+    assert list(map(int, there)) == here.tolist()

@@ -33,8 +33,12 @@ Three choices make this fast, reproducible and safe:
   together, a chunk of columns at a time; V <= 256 needs one level only. With
   ``validate=True`` the rows read here are checked while they are in cache, not gathered and
   read again (see :func:`draw`).
-- **Which kernels.** Torch CPU tensors in float32/float64 are verified by the NumPy code on
-  zero-copy views (``specviz.verifiers.verify._run_core``: torch's per-call cost made the same code
+- **Which kernels.** On the CPU with Numba installed, the block sums (with the row checks)
+  run in one compiled loop per row, :mod:`specviz.verifiers._fused`: each block of 256 tokens
+  is read once and every pass above runs on it while it is in the first-level cache, with the
+  same float operations, so the same tokens; ``SPECVIZ_NUMBA=0`` (or no Numba) runs the NumPy
+  passes. Torch CPU tensors in float32/float64 are verified by the NumPy code on zero-copy
+  views (``specviz.verifiers.verify._numpy_twin``: torch's per-call cost made the same code
   slower than NumPy's). With the environment variable ``SPECVIZ_TORCH_COMPILE=1`` they run
   the torch code instead, with one fused block-sum pass compiled by ``torch.compile`` at large
   V (the first call of each kind compiles, 10-40 s), same arithmetic and tokens. CUDA tensors
@@ -48,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from . import _fused as numba_pass
 from . import _validate as check
 
 Array = Any
@@ -241,6 +246,8 @@ def _block_sums(
     chk = _Checks(ops, R, validate and sampled_res)
     if ops.name == "torch" and ops.device_type == "cpu" and V >= ROW_LOOP_V and _compiled_wanted(P, Q):
         _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
+    elif ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
+        _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk)
     elif ops.device_type == "cpu" and V >= ROW_LOOP_V:
         _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
     else:
@@ -273,11 +280,16 @@ COMPILE_ENV = "SPECVIZ_TORCH_COMPILE"  # set to 1 to use it; the first call of e
 _compiled_fns: dict = {}
 
 
-def _compiled_wanted(P: Any, Q: Any) -> bool:
-    """Opted in (``SPECVIZ_TORCH_COMPILE=1``) and float32/float64 tables."""
+def compile_opted_in() -> bool:
+    """``SPECVIZ_TORCH_COMPILE=1`` is set."""
     import os
 
-    return os.environ.get(COMPILE_ENV, "") in ("1", "true", "yes") and _numpy_viewable(P, Q)
+    return os.environ.get(COMPILE_ENV, "") in ("1", "true", "yes")
+
+
+def _compiled_wanted(P: Any, Q: Any) -> bool:
+    """Opted in (``SPECVIZ_TORCH_COMPILE=1``) and float32/float64 tables."""
+    return compile_opted_in() and _numpy_viewable(P, Q)
 
 
 def _fused(p_tab: Any, p_idx: tuple, q_tab: Any, q_idx: tuple, drop: Any, mode: int, checks: bool, F: int, bs: int):
@@ -358,6 +370,26 @@ def _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
     if sums:
         chk.q_bad = ~(q_min >= 0) | ~t.isfinite(q_sum)
         chk.p_sum, chk.q_sum = p_sum, q_sum
+
+
+def _numba_pass(
+    P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, S: Array, chk: _Checks
+) -> None:
+    """:func:`specviz.verifiers._fused.block_sums` (Numba) on the rows in place: one read per row."""
+
+    def rows(R: Any) -> tuple[Array, Array]:
+        return numba_pass.row_starts(R.table, (b, sp) if R.start is None else (R.start[b] + sp,))
+
+    P1, poff = rows(P)
+    Q1 = qoff = drop = None
+    if use_res and Q is not None:
+        Q1, qoff = rows(Q)
+    elif use_res:
+        drop = xs[b, sp]
+    p_bad, q_bad, p_sum, q_sum = numba_pass.block_sums(P1, poff, Q1, qoff, drop, V, bs, S, chk.q_bad is not None)
+    chk.p_bad = p_bad
+    if chk.q_bad is not None:
+        chk.q_bad, chk.p_sum, chk.q_sum = q_bad, p_sum, q_sum
 
 
 def _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:

@@ -206,7 +206,8 @@ def verify(
         target row it samples from and, after a rejection, the draft row of the residual):
         finite, non-negative, summing to 1 within 1e-4 (1e-2 for half precision). Rows that
         are never read in full are not summed, and which ones are read depends on the coins.
-        About 1.35x the time of ``False`` with NumPy at V = 128256 (benchmarks/bench_verify.py).
+        About 1.15x the time of ``False`` at V = 128256 with the compiled pass (Numba, the
+        ``fast`` extra), 1.35x with NumPy's passes (benchmarks/bench_verify.py).
         Shapes, dtypes, draft ids and the uniforms' shapes are checked either way, and so is
         every row the draw reads for what would make the result depend on the library (NaN,
         infinity, a negative entry of a row drawn from p, a row summing to 16 or more):
@@ -236,6 +237,10 @@ def verify_with_rule(
 ) -> Verification:
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     ops = ops_for(target_probs)
+    twin = _numpy_twin(ops, target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms, _padded_shapes)
+    if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
+        args, uniforms = twin
+        return _to_torch(ops, verify_with_rule(*args, uniforms=uniforms, validate=validate, rule=rule))
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
     Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
@@ -296,6 +301,10 @@ def verify_flat(
         In the padded output form, with K = max K_b.
     """
     ops = ops_for(target_probs)
+    twin = _numpy_twin(ops, target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms, _flat_shapes)
+    if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
+        args, uniforms = twin
+        return _to_torch(ops, verify_flat(*args, uniforms=uniforms, validate=validate))
     P = check.as_array(ops, target_probs, "target_probs")
     x_flat = check.as_array(ops, draft_tokens, "draft_tokens")
     indptr = check.as_array(ops, draft_indptr, "draft_indptr")
@@ -390,6 +399,71 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         bonus=n == j,
         sample_uniforms=ops.full((B,), float("nan"), np.float64),
     )
+
+
+def _numpy_twin(
+    ops: NumpyOps | TorchOps, target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any, shapes: Any
+) -> tuple[list, Any] | None:
+    """Torch CPU float32/float64 inputs as NumPy views, with the uniforms drawn by torch; else None.
+
+    Torch's per-call cost (~5 us on the CPU, dozens of calls per verification, checks
+    included) made the same code slower than NumPy on the same inputs, so such calls run the
+    NumPy code from the start. A ``torch.Generator`` still draws the uniforms, in the same
+    order and shapes as the torch code (``shapes(tokens, counts)`` gives them, or None when
+    the inputs are malformed: then the torch code runs and reports them). Half precision
+    (NumPy cannot view it), CUDA, mixed devices and the opt-in compiled pass
+    (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
+    """
+    if ops.name != "torch" or ops.device_type != "cpu" or _sample.compile_opted_in():
+        return None
+    t = ops.torch
+    pair = isinstance(uniforms, tuple) and len(uniforms) == 2
+    tensors = [a for a in (target, draft, *others, *(uniforms if pair else ())) if isinstance(a, t.Tensor)]
+    if not all(a.is_cpu for a in tensors):
+        return None
+    if target.dtype not in (t.float32, t.float64):
+        return None
+    if draft is not None and (not isinstance(draft, t.Tensor) or draft.dtype != target.dtype):
+        return None
+    if uniforms is None:
+        sizes = shapes(t, *others)
+        if sizes is None:
+            return None
+        accept_shape, B = sizes
+        uniforms, rng = Uniforms(ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))), None
+    elif not pair:
+        return None
+
+    def view(a: Any) -> Any:
+        if not isinstance(a, t.Tensor):
+            return a
+        return a.detach().numpy() if a.requires_grad else a.numpy()
+
+    args = [view(target), view(draft), *(view(a) for a in others)]
+    if rng is not None:  # both given: the NumPy checks say so
+        return None
+    return args, Uniforms(view(uniforms[0]), view(uniforms[1]))
+
+
+def _padded_shapes(t: Any, tokens: Any, counts: Any) -> tuple[tuple[int, int], int] | None:
+    """The uniforms' shapes for padded (B, K) draft tokens: ((B, K), B)."""
+    if not isinstance(tokens, t.Tensor) or tokens.ndim != 2:
+        return None
+    return (int(tokens.shape[0]), int(tokens.shape[1])), int(tokens.shape[0])
+
+
+def _flat_shapes(t: Any, tokens: Any, indptr: Any) -> tuple[tuple[int], int] | None:
+    """The uniforms' shapes for flat (N,) draft tokens and (B+1,) offsets: ((N,), B)."""
+    if not (isinstance(tokens, t.Tensor) and tokens.ndim == 1 and isinstance(indptr, t.Tensor)):
+        return None
+    if indptr.ndim != 1 or int(indptr.shape[0]) < 1:
+        return None
+    return (int(tokens.shape[0]),), int(indptr.shape[0]) - 1
+
+
+def _to_torch(ops: TorchOps, res: Verification) -> Verification:
+    t = ops.torch
+    return Verification(*[t.from_numpy(np.ascontiguousarray(f)) for f in res])
 
 
 def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
