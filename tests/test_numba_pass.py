@@ -15,6 +15,7 @@ from conftest import random_batch, random_probs
 
 import specviz
 from specviz import InputError, Uniforms, verify, verify_flat
+from specviz.proof.bugs import BUGS
 from specviz.verifiers import _fused
 
 pytest.importorskip("numba")
@@ -22,15 +23,31 @@ pytest.importorskip("numba")
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the rows the Numba pass computes; tests switch it on and off with SPECVIZ_NUMBA."""
-    calls = {"rows": 0}
-    real = _fused.block_sums
+    """Counts the rows the compiled passes handle; tests switch them on and off with SPECVIZ_NUMBA.
 
-    def counting(P1, poff, *rest):
+    "rows": block sums (V > 256); "accepted": rows through the accept loop; "drawn": rows
+    drawn by the one-level loop (V <= 256) without handing back to NumPy.
+    """
+    calls = {"rows": 0, "accepted": 0, "drawn": 0}
+    real_sums, real_accept, real_draw = _fused.block_sums, _fused.accept, _fused.draw_small
+
+    def sums(P1, poff, *rest):
         calls["rows"] += int(poff.shape[0])
-        return real(P1, poff, *rest)
+        return real_sums(P1, poff, *rest)
 
-    monkeypatch.setattr(_fused, "block_sums", counting)
+    def accept(*args):
+        out = real_accept(*args)
+        calls["accepted"] += 0 if out is None else int(out.first_fail.shape[0])
+        return out
+
+    def draw(*args):
+        out = real_draw(*args)
+        calls["drawn"] += 0 if out is None else int(out.shape[0])
+        return out
+
+    monkeypatch.setattr(_fused, "block_sums", sums)
+    monkeypatch.setattr(_fused, "accept", accept)
+    monkeypatch.setattr(_fused, "draw_small", draw)
     return calls
 
 
@@ -41,15 +58,15 @@ def outcome(fn):
         return "raised", (e.argument, str(e))
 
 
-def both(monkeypatch, spy, fn):
-    """(NumPy passes, Numba pass) outcomes of fn, and the rows the Numba pass computed."""
+def both(monkeypatch, spy, fn, key="rows"):
+    """(NumPy passes, Numba pass) outcomes of fn, and the rows the Numba pass handled (spy[key])."""
     monkeypatch.setenv(_fused.ENV, "0")
-    before = spy["rows"]
+    before = dict(spy)
     pure = outcome(fn)
-    assert spy["rows"] == before, "SPECVIZ_NUMBA=0 must not run the Numba pass"
+    assert spy == before, "SPECVIZ_NUMBA=0 must not run the compiled passes"
     monkeypatch.setenv(_fused.ENV, "1")
     fused = outcome(fn)
-    return pure, fused, spy["rows"] - before
+    return pure, fused, spy[key] - before[key]
 
 
 def assert_same(pure, fused):
@@ -181,3 +198,135 @@ def test_switched_off_or_missing_numba_falls_back(monkeypatch):
     target, draft, tokens, num = random_batch(rng, 4, 2, 600, dtype=np.float32)
     res = verify(target, draft, tokens, num, rng=np.random.default_rng(0))
     assert (res.num_tokens >= 1).all()
+
+
+# --- the accept loop and the one-level draw (every verification; the only draw at V <= 256) -----
+
+
+def small_case(seed, V, B=400, K=4, dtype=np.float64, zero_fraction=0.3):
+    rng = np.random.default_rng(seed)
+    target, draft, tokens, num = random_batch(rng, B, K, V, zero_fraction=zero_fraction, dtype=dtype)
+    ua, us = rng.random((B, K)), rng.random(B)
+    ua[rng.random((B, K)) < 0.1] = 0.0
+    us[:2] = [0.0, np.nextafter(1.0, 0.0)]
+    return target, draft, tokens, num, Uniforms(ua, us)
+
+
+@pytest.mark.parametrize("name", ["verify", *BUGS])
+@pytest.mark.parametrize("V", [2, 5, 256, 300])
+def test_every_rule_gives_the_same_tokens_compiled_or_not(monkeypatch, spy, name, V):
+    # Every bug of the catalogue swaps one step of the rule (coins, count, bonus row, ...): the
+    # compiled loops must follow each swap exactly as the NumPy code does, or hand back to it.
+    fn = verify if name == "verify" else BUGS[name].verifier
+    target, draft, tokens, num, u = small_case(V, V)
+    for d in (draft, None):
+        for validate in (False, True):
+            call = lambda d=d, v=validate: fn(target, d, tokens, num, uniforms=u, validate=v)  # noqa: E731
+            pure, fused, rows = both(monkeypatch, spy, call, key="accepted")
+            assert_same(pure, fused)
+            assert pure[0] == "ok", (name, pure)
+            res_pure = _fields(monkeypatch, call, "0")
+            res_fused = _fields(monkeypatch, call, "1")
+            for field, a, b in zip(res_pure._fields, res_pure, res_fused, strict=True):
+                np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
+    if name == "verify":
+        assert spy["accepted"] > 0  # the correct rule runs the accept loop
+        if V <= 256:
+            assert spy["drawn"] > 0  # and the one-level draw
+
+
+def _fields(monkeypatch, call, env):
+    monkeypatch.setenv(_fused.ENV, env)
+    res = call()
+    return specviz.Verification(*[np.asarray(f) for f in res])
+
+
+@pytest.mark.parametrize("layout", ["broadcast", "flat", "torch", "float32"])
+def test_the_lab_layouts_give_the_same_results(monkeypatch, spy, layout):
+    # The Bug lab and the Tokens page verify broadcast rows; prove, flat and torch inputs too.
+    V, B, K = 4, 3000, 3
+    target, draft, tokens, num, u = small_case(11, V, B=B, K=K)
+    if layout == "broadcast":
+        target = np.broadcast_to(target[0, 0], target.shape)
+        draft = np.broadcast_to(draft[0, 0], draft.shape)
+    if layout == "float32":
+        target, draft = target.astype(np.float32), draft.astype(np.float32)
+
+    def call():
+        if layout == "flat":
+            valid = np.arange(K)[None, :] < num[:, None]
+            flat = specviz.padded_to_flat(target, draft, tokens, num)
+            return verify_flat(*flat, uniforms=Uniforms(u.accept[valid], u.sample), validate=False)
+        if layout == "torch":
+            args = [torch.as_tensor(a) for a in (target, draft, tokens, num)]
+            return verify(*args, uniforms=Uniforms(*(torch.as_tensor(a) for a in u)), validate=False)
+        return verify(target, draft, tokens, num, uniforms=u, validate=False)
+
+    pure, fused, rows = both(monkeypatch, spy, call, key="accepted")
+    assert rows == B and spy["drawn"] > 0
+    assert_same(pure, fused)
+    a, b = _fields(monkeypatch, call, "0"), _fields(monkeypatch, call, "1")
+    for field, x, y in zip(a._fields, a, b, strict=True):
+        np.testing.assert_array_equal(x, y, err_msg=field)
+
+
+@pytest.mark.parametrize("validate", [True, False])
+@pytest.mark.parametrize("bad", ["id_minus_one", "id_V", "nan_probe", "above_one_probe", "nan_row", "negative_row",
+                                 "above_one_row", "empty_residual"])  # fmt: skip
+def test_small_v_bad_inputs_raise_or_draw_the_same(monkeypatch, spy, validate, bad):
+    V, B, K = 6, 50, 2
+    target, draft, tokens, num, u = small_case(21, V, B=B, K=K, zero_fraction=0.0)
+    num[:] = K
+    tokens = np.where(tokens < 0, 1, tokens)  # every row drafts K tokens, all in [0, V)
+    assert verify(target, draft, tokens, num, uniforms=u).num_tokens.min() >= 1  # the clean case is fine
+    if bad == "id_minus_one":
+        tokens[3, 0] = -1  # the placeholder of serving engines, below num_draft
+    elif bad == "id_V":
+        tokens[4, 1] = V
+    elif bad == "nan_probe":
+        target[5, 0, tokens[5, 0]] = np.nan
+    elif bad == "above_one_probe":
+        draft[6, 0, tokens[6, 0]] = 1.5
+    elif bad == "nan_row":
+        target[:, :, 2] = np.nan
+    elif bad == "negative_row":
+        target[:, K, 1] = -0.5  # the bonus row: read from p alone
+        u = Uniforms(np.zeros((B, K)), u.sample)
+    elif bad == "above_one_row":
+        target[:, K, 1] = 1.25  # not a probability; with validate=False the guard lets it through
+        u = Uniforms(np.zeros((B, K)), u.sample)
+    elif bad == "empty_residual":
+        draft[:, 0] = target[:, 0]  # p == q: no residual mass, drawn from p
+        u = Uniforms(np.full((B, K), 0.999999), u.sample)
+    call = lambda: verify(target, draft, tokens, num, uniforms=u, validate=validate)  # noqa: E731
+    pure, fused, _ = both(monkeypatch, spy, call, key="accepted")
+    assert_same(pure, fused)
+    if bad.startswith("id_") or bad in ("nan_row",) or (validate and bad != "empty_residual"):
+        assert pure[0] == "raised", pure
+    if bad == "empty_residual":
+        assert pure[0] == "ok"
+
+
+def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monkeypatch, spy):
+    # The accept loop run with u * q <= p where the rule says <: a coin of exactly 0 then accepts a
+    # draft the target gives probability 0. The comparison must see it.
+    V, B, K = 4, 200, 2
+    target, draft, tokens, num, u = small_case(31, V, B=B, K=K, zero_fraction=0.5)
+    num[:] = K
+    tokens = np.zeros((B, K), dtype=np.int64)
+    target[:, :, 0] = 0.0  # p(x) = 0 for every draft
+    target /= target.sum(-1, keepdims=True)
+    draft[:, :, 0] = 0.5
+    draft /= draft.sum(-1, keepdims=True)
+    u = Uniforms(np.zeros((B, K)), u.sample)
+    call = lambda: verify(target, draft, tokens, num, uniforms=u)  # noqa: E731
+    pure, fused, rows = both(monkeypatch, spy, call, key="accepted")
+    assert rows == B
+    assert_same(pure, fused)
+    real = _fused.accept
+
+    def inclusive(P, ps, Q, qs, x, j, ua, shared, incl, V, validate):
+        return real(P, ps, Q, qs, x, j, ua, shared, True, V, validate)
+
+    monkeypatch.setattr(_fused, "accept", inclusive)
+    assert not np.array_equal(outcome(call)[1], pure[1])

@@ -234,8 +234,14 @@ def draw_iid(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
     400 MB array.
     """
     cdf = np.cumsum(probs)  # (V,)
-    tok = np.searchsorted(cdf, u * cdf[-1], side="right")  # = count of cdf <= u * total
     last = int(np.flatnonzero(probs > 0)[-1])
+    thr = u * cdf[-1]
+    if last <= 8:  # a few comparisons per draw beat a binary search (the Tokens page: V = 2)
+        tok = np.zeros(np.shape(u), dtype=np.int64)
+        for v in range(last):  # count of cdf[v] <= thr below the last token with mass
+            tok += cdf[v] <= thr
+        return tok
+    tok = np.searchsorted(cdf, thr, side="right")  # = count of cdf <= u * total
     return np.minimum(tok, last).astype(np.int64)
 
 

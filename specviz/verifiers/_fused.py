@@ -30,7 +30,7 @@ first use (about 1-2 s, then cached on disk next to this file or in the user's c
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -122,6 +122,114 @@ def block_sums(
     return pbad, qbad, psum, qsum
 
 
+def _base(table: np.ndarray) -> np.ndarray:
+    """A 1-D view of every entry from the table's first to its last (non-negative strides)."""
+    item = table.itemsize
+    if not table.size:
+        return np.lib.stride_tricks.as_strided(table, shape=(0,), strides=(item,), writeable=False)
+    extent = 1 + sum((n - 1) * (st // item) for n, st in zip(table.shape, table.strides, strict=True))
+    return np.lib.stride_tricks.as_strided(table, shape=(extent,), strides=(item,), writeable=False)
+
+
+def _row_origins(table: np.ndarray, start: np.ndarray | None, B: int) -> tuple[np.ndarray, int]:
+    """Offsets (B,) of each batch row's position 0 in :func:`_base`, and the step between positions."""
+    item = table.itemsize
+    if start is None:  # padded (B, P, V)
+        return np.arange(B, dtype=np.int64) * (table.strides[0] // item), table.strides[1] // item
+    step = table.strides[0] // item  # flat (R, V): position i of row b is table row start[b] + i
+    return np.asarray(start, dtype=np.int64) * step, step
+
+
+class Accepted(NamedTuple):
+    """What :func:`accept` computes for the chain rule's accept phase (count "run")."""
+
+    xs: np.ndarray  # (B, K) int64 draft ids, 0 at and past num_draft
+    first_fail: np.ndarray  # (B,) int64 first rejected position, or num_draft
+    tokens: np.ndarray  # (B, K + 1) int64 the kept drafts, -1 after (the caller adds the drawn token)
+    accept_uniforms: np.ndarray  # (B, K) the coins of the tested positions, NaN after
+    ratios: np.ndarray  # (B, K) p(x) / q(x) at tested positions with q(x) > 0, NaN elsewhere
+
+
+def accept(
+    P: np.ndarray,
+    p_start: np.ndarray | None,
+    Q: np.ndarray | None,
+    q_start: np.ndarray | None,
+    x: np.ndarray,
+    j: np.ndarray,
+    ua: np.ndarray,
+    shared: bool,
+    inclusive: bool,
+    V: int,
+    validate: bool,
+) -> Accepted | None:
+    """The accept phase in one compiled loop, reading p(x) and q(x) from the tables in place.
+
+    ``P``/``Q``: padded (B, P, V) tables (``*_start`` None) or flat (R, V) ones with each batch
+    row's first table row; ``Q`` None: a deterministic drafter (q(x) = 1). ``x`` (B, K) int64
+    draft ids, ``j`` (B,) int64 counts, ``ua`` (B, K) float64 coins (``shared``: every position
+    uses the row's first), ``inclusive``: accept when u * q(x) <= p(x). Each row stops reading
+    at its first rejection, except that every draft id below num_draft is range-checked and,
+    with ``validate``, every probed p(x) and q(x) below num_draft too. None when a check fails:
+    the caller's NumPy code then raises the error.
+    """
+    kernel = _get_accept()
+    B, K = (int(n) for n in x.shape)
+    prow, ppos = _row_origins(P, p_start, B)
+    has_q = Q is not None
+    if has_q:
+        qrow, qpos = _row_origins(Q, q_start, B)
+        Qb = _base(Q)
+    else:
+        Qb, qrow, qpos = _base(P), prow, ppos
+    xs = np.empty((B, K), dtype=np.int64)
+    ff = np.empty(B, dtype=np.int64)
+    tokens = np.empty((B, K + 1), dtype=np.int64)
+    tokens[:, K] = -1
+    acc_u = np.empty((B, K), dtype=np.float64)
+    ratios = np.empty((B, K), dtype=np.float64)
+    status = kernel(
+        _base(P), prow, ppos, Qb, qrow, qpos, has_q,
+        np.ascontiguousarray(x, dtype=np.int64), np.ascontiguousarray(j, dtype=np.int64),
+        np.ascontiguousarray(ua, dtype=np.float64), bool(shared), bool(inclusive), int(V), bool(validate),
+        xs, ff, tokens, acc_u, ratios,
+    )  # fmt: skip
+    if status != 0:
+        return None
+    return Accepted(xs, ff, tokens, acc_u, ratios)
+
+
+def draw_small(
+    P: np.ndarray,
+    p_start: np.ndarray | None,
+    Q: np.ndarray | None,
+    q_start: np.ndarray | None,
+    xs: np.ndarray,
+    sp: np.ndarray,
+    residual: np.ndarray,
+    u: np.ndarray,
+    V: int,
+) -> np.ndarray | None:
+    """The one-level draw (V <= 256, ``validate=False``) in one compiled loop; None to hand back.
+
+    Row b draws at position ``sp[b]`` from the residual where ``residual[b]`` (Q None: p
+    without the drafted token ``xs[b, sp[b]]``), else from p. None when a row needs a guard
+    (then ``specviz.verifiers._sample._draw_one_block`` runs, and raises or draws the same).
+    """
+    B = int(sp.shape[0])
+    prow, ppos = _row_origins(P, p_start, B)
+    has_q = Q is not None
+    qrow, qpos, Qb = (*_row_origins(Q, q_start, B), _base(Q)) if has_q else (prow, ppos, None)
+    Pb = _base(P)
+    out = np.empty(B, dtype=np.int64)
+    ok = _get_draw_small()(
+        Pb, prow, ppos, Pb if Qb is None else Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),
+        np.ascontiguousarray(sp, dtype=np.int64), np.ascontiguousarray(residual, dtype=np.bool_),
+        np.ascontiguousarray(u, dtype=np.float64), int(V), out,
+    )  # fmt: skip
+    return out if ok else None
+
+
 def _get() -> Any:
     global _kernel
     if _kernel is None:
@@ -131,3 +239,15 @@ def _get() -> Any:
             kernel = False
         _kernel = kernel
     return _kernel
+
+
+def _get_accept() -> Any:
+    from ._fused_kernel import accept as kernel
+
+    return kernel
+
+
+def _get_draw_small() -> Any:
+    from ._fused_kernel import draw_small as kernel
+
+    return kernel

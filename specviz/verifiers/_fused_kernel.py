@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 GRID = 2.0**48  # as specviz.verifiers._sample.GRID
+MAX_TOTAL = 2.0**52  # as specviz.verifiers._sample.MAX_TOTAL
 
 
 # Only additions of integers (or of the entries, for the loose sum check) may be reordered.
@@ -76,3 +77,108 @@ def kernel(P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qb
         qbad[r] = qm > one
         psum[r] = ps
         qsum[r] = qs
+
+
+@numba.njit(cache=True)
+def accept(  # pragma: no cover - compiled
+    P, prow, ppos, Q, qrow, qpos, has_q, x, j, ua, shared, inclusive, V, validate, xs, ff, tokens, acc_u, ratios
+):
+    """The accept phase of the chain rule (count "run"), one row at a time; returns a status.
+
+    Row b's position i lives at ``P[prow[b] + i * ppos :]`` (and Q's likewise). Fills ``xs``
+    (draft ids, 0 past num_draft), ``ff`` (the first rejected position, or num_draft),
+    ``tokens[:, :K]`` (the kept drafts, -1 after), ``acc_u`` and ``ratios`` (at tested positions,
+    NaN after). Status 0: done; 1: a draft id outside [0, V) below num_draft; 2: with
+    ``validate``, a probed p(x) or q(x) not a probability. On 1 or 2 the outputs are partial:
+    the caller runs the NumPy code, which raises the same error.
+    """
+    B, K = x.shape
+    nan = np.nan
+    for b in range(B):
+        n = j[b]
+        for i in range(n):  # every draft id below num_draft is checked, whatever validate says
+            if x[b, i] < 0 or x[b, i] >= V:
+                return 1
+        first = n
+        for i in range(n):
+            xi = x[b, i]
+            xs[b, i] = xi
+            if i > first and not validate:
+                continue
+            p = np.float64(P[prow[b] + i * ppos + xi])
+            q = np.float64(Q[qrow[b] + i * qpos + xi]) if has_q else 1.0
+            if validate and not (p >= 0.0 and p <= 1.0 and q >= 0.0 and q <= 1.0):
+                return 2
+            if i > first:
+                continue
+            coin = ua[b, 0] + 0.0 * ua[b, i] if shared else ua[b, i]
+            acc_u[b, i] = coin
+            ratios[b, i] = p / q if q > 0.0 else nan
+            if inclusive:
+                ok = q > 0.0 and coin * q <= p
+            else:
+                ok = q > 0.0 and coin * q < p
+            if ok:
+                tokens[b, i] = xi
+            else:
+                first = i
+        ff[b] = first
+        for i in range(n, K):
+            xs[b, i] = 0
+        for i in range(first + 1 if first < n else n, K):
+            acc_u[b, i] = nan
+            ratios[b, i] = nan
+        for i in range(first, K):
+            tokens[b, i] = -1
+    return 0
+
+
+@numba.njit(cache=True)
+def draw_small(P, prow, ppos, Q, qrow, qpos, has_q, xs, sp, residual, u, V, out):  # pragma: no cover
+    """The one-level draw (V <= 256) of clean rows, validate=False; returns False to hand back.
+
+    Row b draws at position sp[b] from max(0, p - q) where ``residual[b]`` (p without the
+    drafted token when there is no q), else from p: the same float operations as
+    ``specviz.verifiers._sample._draw_one_block``. Any row that would need one of its guards
+    (an entry of a row drawn from p outside [0, 1], a total that is not finite or reaches
+    2^52) stops the loop: the caller's NumPy code then runs, and raises or draws.
+    """
+    g = P.dtype.type(GRID)
+    zero = P.dtype.type(0)
+    C = np.empty(V, np.float64)
+    for b in range(sp.shape[0]):
+        po = prow[b] + sp[b] * ppos
+        res = residual[b]
+        use_q = res and has_q
+        qo = qrow[b] + sp[b] * qpos if use_q else 0
+        drop = xs[b, sp[b]] if res and not has_q else -1
+        for _attempt in range(2):  # the second: a residual without mass is drawn from p
+            total = 0.0
+            for v in range(V):
+                x = P[po + v]
+                if use_q:
+                    x = x - Q[qo + v]
+                    if x < zero:
+                        x = zero
+                else:
+                    if not (x >= zero and x <= 1):
+                        return False
+                    if v == drop:
+                        x = zero
+                total += np.float64(np.floor(x * g))
+                C[v] = total
+            if not total < MAX_TOTAL:
+                return False
+            if total > 0 or not res:
+                break
+            use_q = False
+            drop = -1
+            res = False
+        thr = np.floor(u[b] * total)
+        if not thr < total:
+            thr = total - 1
+        k = 0
+        for v in range(V):
+            k += C[v] <= thr
+        out[b] = k
+    return True

@@ -141,6 +141,13 @@ def _draw_one_block(
     max(0, p - 0) = p (the guard below has already refused negative and non-finite p there).
     """
     B = int(sp.shape[0])
+    if ops.name == "numpy" and not validate and B and numba_pass.usable(P.table, None if Q is None else Q.table):
+        has_q = Q is not None and int(Q.table.shape[0]) > 0
+        tokens = numba_pass.draw_small(
+            P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, xs, sp, residual, u, V
+        )
+        if tokens is not None and (has_q or Q is None):
+            return tokens
     ar = ops.arange(B)
     p = ops.upcast_half(P.at(ar, sp, None, ops))  # (B, V) a private copy
     has_res = bool(residual.any()) if B else False

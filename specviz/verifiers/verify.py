@@ -50,7 +50,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from . import _sample
+from . import _fused, _sample
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
 
@@ -508,6 +508,59 @@ def _core(
     """
     B = int(j.shape[0])
     ar = ops.arange(B)
+    fast = _accept_compiled(ops, P, Q, x, j, K, V, ua, rule, validate)
+    if fast is not None:  # the same accept phase in one compiled loop (count "run")
+        xs, first_fail, tokens, accept_uniforms, ratios = fast
+        n, rejected = first_fail, first_fail < j
+    else:
+        xs, first_fail, tokens, accept_uniforms, ratios, n = _accept(
+            ops, P, Q, x, j, K, V, ua, rule, validate, what_ids
+        )
+        rejected = first_fail < j  # (B,)
+    samples = rejected | (rule.bonus != "none")  # (B,) rows that draw one more token
+    sp = first_fail  # (B,) position whose target row is drawn from
+    if rule.bonus == "last":
+        sp = ops.where(rejected, sp, K)
+    elif rule.bonus == "row_before":
+        sp = ops.where(rejected, sp, ops.where(j > 0, j - 1, 0))
+    u_draw = us
+    if rule.sample_coin == "reused" and K:
+        u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
+    residual_rows = rejected  # (B,) rows drawing from a residual rather than from p
+    if rule.replacement_row == "next":
+        sp = ops.where(rejected, first_fail + 1, sp)
+        residual_rows = rejected & (sp < K)  # past the last draft row: p at row K
+    token = _draw(ops, P, Q, xs, sp, residual_rows, u_draw, V, K, rule, validate)  # (B,)
+
+    tokens[ar, n] = ops.where(samples, token, PAD_TOKEN)
+    return Verification(
+        tokens=tokens,
+        num_tokens=n + ops.to_int64(samples),
+        num_accepted=n,
+        accept_uniforms=accept_uniforms,
+        ratios=ratios,
+        bonus=~rejected & samples,
+        sample_uniforms=ops.where(samples, u_draw, float("nan")),
+    )
+
+
+def _accept(
+    ops: NumpyOps | TorchOps,
+    P: _Rows,
+    Q: _Rows | None,
+    x: Array,
+    j: Array,
+    K: int,
+    V: int,
+    ua: Array,
+    rule: Rule,
+    validate: bool,
+    what_ids: str,
+) -> tuple:
+    """The accept phase: (xs, first_fail, tokens (B, K+1) with the kept drafts, accept_uniforms,
+    ratios, n the number kept)."""
+    B = int(j.shape[0])
+    ar = ops.arange(B)
     pos = ops.arange(K)
     valid = ops.prefix_mask(j, K)  # (B, K) positions below num_draft
     xs = ops.where(valid, x, 0)  # (B, K) column indices; 0 where ignored
@@ -527,7 +580,6 @@ def _core(
     else:
         passed = (qx > 0) & (coins * qx <= px) & valid
     first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
-    rejected = first_fail < j  # (B,)
     if rule.count == "run":
         kept, n = ops.prefix_mask(first_fail, K), first_fail
         tested = valid & ops.prefix_mask(first_fail, K, inclusive=True)
@@ -537,34 +589,40 @@ def _core(
         n = passed.sum(-1)
         order = ops.argsort_rows(ops.where(kept, pos[None, :], K + pos[None, :]))  # kept first
         emitted = ops.where(pos[None, :] < n[:, None], ops.take_along_rows(x, order), PAD_TOKEN)
-    samples = rejected | (rule.bonus != "none")  # (B,) rows that draw one more token
-    sp = first_fail  # (B,) position whose target row is drawn from
-    if rule.bonus == "last":
-        sp = ops.where(rejected, sp, K)
-    elif rule.bonus == "row_before":
-        sp = ops.where(rejected, sp, ops.where(j > 0, j - 1, 0))
-    u_draw = us
-    if rule.sample_coin == "reused" and K:
-        u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
-    residual_rows = rejected  # (B,) rows drawing from a residual rather than from p
-    if rule.replacement_row == "next":
-        sp = ops.where(rejected, first_fail + 1, sp)
-        residual_rows = rejected & (sp < K)  # past the last draft row: p at row K
-    token = _draw(ops, P, Q, xs, sp, residual_rows, u_draw, V, K, rule, validate)  # (B,)
-
     tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
     tokens[:, :K] = emitted
-    tokens[ar, n] = ops.where(samples, token, PAD_TOKEN)
-    nan = float("nan")
-    return Verification(
-        tokens=tokens,
-        num_tokens=n + ops.to_int64(samples),
-        num_accepted=n,
-        accept_uniforms=ops.where(tested, coins, nan),
-        ratios=ops.ratio_where(ops.to_float64(px), ops.to_float64(qx), tested & (qx > 0)),
-        bonus=~rejected & samples,
-        sample_uniforms=ops.where(samples, u_draw, nan),
-    )
+    accept_uniforms = ops.where(tested, coins, float("nan"))
+    ratios = ops.ratio_where(ops.to_float64(px), ops.to_float64(qx), tested & (qx > 0))
+    return xs, first_fail, tokens, accept_uniforms, ratios, n
+
+
+def _accept_compiled(
+    ops: NumpyOps | TorchOps,
+    P: _Rows,
+    Q: _Rows | None,
+    x: Array,
+    j: Array,
+    K: int,
+    V: int,
+    ua: Array,
+    rule: Rule,
+    validate: bool,
+) -> tuple | None:
+    """:func:`_accept` for count "run" in one compiled loop (NumPy, Numba installed); None otherwise.
+
+    None too when a draft id or (with ``validate``) a probed probability fails its check: then
+    :func:`_accept` runs and raises the error.
+    """
+    if ops.name != "numpy" or rule.count != "run" or not K:
+        return None
+    has_q = Q is not None and int(Q.table.shape[0]) > 0
+    if not _fused.usable(P.table, Q.table if has_q else None):
+        return None
+    res = _fused.accept(
+        P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, x, j, ua,
+        rule.accept_coins == "shared", rule.coin == "inclusive", V, validate,
+    )  # fmt: skip
+    return None if res is None else tuple(res)
 
 
 def _draw(
