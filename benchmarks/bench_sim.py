@@ -38,6 +38,8 @@ from specviz.errors import InputError  # noqa: E402
 from specviz.proof import prove  # noqa: E402
 from specviz.proof.markov import START, Drafter, MarkovChain  # noqa: E402
 from specviz.proof.simulate import Round, Simulation  # noqa: E402
+from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
+from specviz.verifiers._fused import enabled as numba_enabled  # noqa: E402
 from specviz.verifiers.verify import verify_greedy  # noqa: E402
 
 CLICK_BOUND_S = 1.0  # Bug lab, N = limits.MAX_PROVE_N
@@ -249,6 +251,7 @@ def main() -> None:
         sys.exit(cli.main(["prove", "--quiet"]))
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"compiled loops (Numba): {'on' if numba_enabled() else 'off (not installed or ' + NUMBA_ENV + '=0)'}")
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
           "(ratios to the legacy run hold under load; ratios to the bounds do not)")  # fmt: skip
     print(f"Bug-lab click: prove.run_case(scenario, n = {args.n:,}); median of {args.repeat}, old and new interleaved")
@@ -267,11 +270,21 @@ def main() -> None:
                   f"{base_cpu / cpu:6.2f}  {runs[0].verdict}")  # fmt: skip
 
     n_tok = limits.MAX_TOKENS_N
-    runs = [tokens_step(n_tok) for _ in range(args.repeat)]
+    runs, pure = [], []
+    for _ in range(args.repeat):  # interleaved: the compiled loops, then NumPy's passes (SPECVIZ_NUMBA=0)
+        runs.append(tokens_step(n_tok))
+        os.environ[NUMBA_ENV] = "0"
+        try:
+            pure.append(tokens_step(n_tok))
+        finally:
+            os.environ.pop(NUMBA_ENV, None)
     t, c = median([r[0] for r in runs]), median([r[1] for r in runs])
+    tp, cp = median([r[0] for r in pure]), median([r[1] for r in pure])
     print(f"\nTokens-page step: speed.measure_tokens x 2 (bonus, no bonus), {n_tok:,} rows x {len(TOKENS_K)} K values: "
           f"wall {t:.3f} s = {t / TOKENS_BOUND_S:.2f} x, cpu {c:.3f} s = {c / TOKENS_BOUND_S:.2f} x the 1 s bound "
           "(verifier calls and position.draw_iid; the simulation module is not on this path)")  # fmt: skip
+    print(f"  with NumPy's passes only ({NUMBA_ENV}=0): wall {tp:.3f} s = {tp / TOKENS_BOUND_S:.2f} x, cpu {cp:.3f} s; "
+          f"compiled loops {cp / c:.2f} x faster in cpu")  # fmt: skip
 
     if not args.no_prove:
         new, old = interleaved(prove_command, 1)

@@ -16,7 +16,9 @@ writing 96 MB elsewhere, which evicts the 32 MB L3 of the development machine) a
 (again at once); the entries run in a shuffled order in every repeat, and the median is
 reported (or the minimum, ``--stat min``; ``--clock cpu`` times CPU seconds instead of wall
 seconds, steadier on a machine shared with other work, for single-threaded entries). Printed:
-ratios to the bound, validate=True over validate=False, torch over NumPy.
+ratios to the bound, validate=True over validate=False, torch over NumPy (the ratio of the
+medians, and the interquartile range of the per-repeat ratios: both calls in one repeat share
+the machine's load). numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0).
 Before anything is timed, NumPy and torch must return identical tokens on the inputs.
 
 On CUDA (``--device cuda``) the entries are torch-cuda verify and a torch-cuda read pass;
@@ -228,15 +230,19 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
     numpy_f = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is False)
     numpy_t = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is True)
     print(f"  {'entry':<11} {'validate':>8} {'cold/bound':>10} {'warm/bound':>10} {'validate cost':>13} "
-          f"{'/numpy':>7}")  # fmt: skip
+          f"{'/numpy':>7} {'paired IQR':>10}")  # fmt: skip
     for i, (name, validate, *_rest) in enumerate(entries):
         if validate is None:
             continue
         partner = next(k for k, e in enumerate(entries) if e[0] == name and e[1] is False)
         cost = f"{med_c[i] / med_c[partner]:.2f}x" if validate else ""
-        vs_np = med_c[i] / med_c[numpy_t if validate else numpy_f]
+        base = numpy_t if validate else numpy_f
+        vs_np = med_c[i] / med_c[base]
+        paired = np.array(cold[i]) / np.array(cold[base])  # same repeat: the same load on the machine
+        q1, q3 = np.percentile(paired, [25, 75])
+        spread = f"{q1:.2f}-{q3:.2f}" if i != base else ""
         print(f"  {name:<11} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
-              f"{cost:>13} {vs_np:>6.2f}x")  # fmt: skip
+              f"{cost:>13} {vs_np:>6.2f}x {spread:>10}")  # fmt: skip
 
 
 def main() -> None:

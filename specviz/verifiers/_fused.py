@@ -1,19 +1,28 @@
-"""The block-sum pass of the draw as one compiled loop per row (Numba), with a pure fallback.
+"""The verifier's hot loops compiled with Numba, each with the NumPy code as its fallback.
 
-# R rows drawn, V vocabulary, N table rows, BS tokens per block
+# B rows, K drafts, R rows drawn, V vocabulary, BS tokens per block
 
-:func:`specviz.verifiers._sample._block_sums` needs, for each drawn row, the float64 sum of
-floor(w * 2^48) over every block of 256 tokens, where w is p, max(0, p - q) or p with one
-token removed; with checks, also each row's largest bit pattern (an entry outside [+0, 1])
-and the float sums of p and q. NumPy does that in about eight passes over each row (one read
-from memory, the rest in cache). Here each block of 256 tokens is read once, while it is in
-the first-level cache, and every output comes from that read: the time is close to one read
-of the row from memory.
+Three loops, each the same float operations as the NumPy code it stands in for, so the same
+tokens, and each handing back to that code for anything unusual (which then raises or answers):
 
-Same arithmetic as the NumPy passes, so the same tokens:
+- :func:`block_sums` (the draw at V > 256, :func:`specviz.verifiers._sample._block_sums`): for
+  each drawn row, the float64 sum of floor(w * 2^48) over every block of 256 tokens, where w is
+  p, max(0, p - q) or p with one token removed; with checks, also each row's largest bit pattern
+  (an entry outside [+0, 1]) and the float sums of p and q. NumPy does that in about eight passes
+  over each row (one read from memory, the rest in cache); here each block is read once, while
+  it is in the first-level cache, and every output comes from that read.
+- :func:`accept` (the accept phase, :func:`specviz.verifiers.verify._accept`, count "run"):
+  p(x) and q(x) read in place, each row stopping at its first rejection, the outputs written
+  once. NumPy builds a dozen (B, K) temporaries.
+- :func:`draw_small` (the one-level draw at V <= 256, ``validate=False``): the lab's regime,
+  hundreds of thousands of rows of a few tokens.
+
+Same arithmetic:
 
 - p - q is computed in the table's dtype, clamped at 0 with NaN kept (``x < 0`` is false for
-  NaN), multiplied by 2^48 in that dtype and floored: each step is the one NumPy runs.
+  NaN), multiplied by 2^48 in that dtype and floored: each step is the one NumPy runs. Coins
+  compare in float64 (``u * q(x) < p(x)``, the probabilities widened exactly), as NumPy's
+  promotion does.
 - The weights of a block are summed in float64 in whatever order the compiler vectorizes:
   they are integers, and every partial sum of a row that passes the guard is below 2^52, so
   the sum is exact in any order. A row that does not pass (a NaN, an infinity, a total of
@@ -22,9 +31,11 @@ Same arithmetic as the NumPy passes, so the same tokens:
   than NumPy's: they are compared with 1 at a tolerance of 1e-4 (float32), far above the
   difference.
 
-Optional: it runs when Numba imports and ``SPECVIZ_NUMBA`` is not ``0``; otherwise (and for
-non-contiguous or half-precision tables) the NumPy passes run. Numba compiles the kernel on
-first use (about 1-2 s, then cached on disk next to this file or in the user's cache).
+Optional: the loops run when Numba imports and ``SPECVIZ_NUMBA`` is not ``0``; otherwise (and
+for half precision or tables with negative strides) the NumPy code runs. Numba compiles each
+loop on first use (about a second; then cached on disk next to ``_fused_kernel.py`` or in the
+user's cache). ``tests/test_numba_pass.py`` compares both ways on every rule of the bug
+catalogue and on bad inputs.
 """
 
 from __future__ import annotations
