@@ -44,6 +44,7 @@ The bugs module swaps one step of this rule at a time through :class:`Rule`.
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -52,7 +53,7 @@ import numpy as np
 from ..errors import InputError
 from . import _fused, _sample
 from . import _validate as check
-from ._xp import NumpyOps, TorchOps, ops_for
+from ._xp import NumpyOps, TorchOps, is_torch, ops_for
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
@@ -236,11 +237,13 @@ def verify_with_rule(
     rule: Rule = CORRECT,
 ) -> Verification:
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
-    ops = ops_for(target_probs)
-    twin = _numpy_twin(ops, target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms, _padded_shapes)
+    twin = None
+    if is_torch(target_probs):
+        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms, _padded_shapes)
     if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
         args, uniforms = twin
-        return _to_torch(ops, verify_with_rule(*args, uniforms=uniforms, validate=validate, rule=rule))
+        return _to_torch(verify_with_rule(*args, uniforms=uniforms, validate=validate, rule=rule))
+    ops = ops_for(target_probs)
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
     Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
@@ -300,11 +303,13 @@ def verify_flat(
     Verification
         In the padded output form, with K = max K_b.
     """
-    ops = ops_for(target_probs)
-    twin = _numpy_twin(ops, target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms, _flat_shapes)
+    twin = None
+    if is_torch(target_probs):
+        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms, _flat_shapes)
     if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
         args, uniforms = twin
-        return _to_torch(ops, verify_flat(*args, uniforms=uniforms, validate=validate))
+        return _to_torch(verify_flat(*args, uniforms=uniforms, validate=validate))
+    ops = ops_for(target_probs)
     P = check.as_array(ops, target_probs, "target_probs")
     x_flat = check.as_array(ops, draft_tokens, "draft_tokens")
     indptr = check.as_array(ops, draft_indptr, "draft_indptr")
@@ -402,47 +407,53 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
 
 
 def _numpy_twin(
-    ops: NumpyOps | TorchOps, target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any, shapes: Any
+    target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any, shapes: Any
 ) -> tuple[list, Any] | None:
     """Torch CPU float32/float64 inputs as NumPy views, with the uniforms drawn by torch; else None.
 
     Torch's per-call cost (~5 us on the CPU, dozens of calls per verification, checks
     included) made the same code slower than NumPy on the same inputs, so such calls run the
-    NumPy code from the start. A ``torch.Generator`` still draws the uniforms, in the same
-    order and shapes as the torch code (``shapes(tokens, counts)`` gives them, or None when
-    the inputs are malformed: then the torch code runs and reports them). Half precision
-    (NumPy cannot view it), CUDA, mixed devices and the opt-in compiled pass
+    NumPy code from the start, touching torch as little as possible (each tensor's ``numpy()``;
+    ``from_numpy`` for the results). A ``torch.Generator`` still draws the uniforms, in the
+    same order and shapes as the torch code (``shapes(torch, tokens, counts)`` gives them, or
+    None when the inputs are malformed: then the torch code runs and reports them). Half
+    precision (NumPy cannot view it), CUDA, mixed devices and the opt-in compiled pass
     (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
     """
-    if ops.name != "torch" or ops.device_type != "cpu" or _sample.compile_opted_in():
+    if _sample.compile_opted_in():
         return None
-    t = ops.torch
+    t = sys.modules["torch"]
     pair = isinstance(uniforms, tuple) and len(uniforms) == 2
-    tensors = [a for a in (target, draft, *others, *(uniforms if pair else ())) if isinstance(a, t.Tensor)]
-    if not all(a.is_cpu for a in tensors):
+    if uniforms is not None and (not pair or rng is not None):
+        return None  # malformed: the checks say so
+
+    def view(a: Any) -> Any:
+        if not isinstance(a, t.Tensor):
+            return a
+        try:
+            return a.numpy()
+        except RuntimeError:  # requires grad (anything else raises again and stays with torch)
+            return a.detach().numpy()
+
+    try:
+        args = [view(target), None if draft is None else view(draft), *(view(a) for a in others)]
+        if uniforms is not None:
+            uniforms = Uniforms(view(uniforms[0]), view(uniforms[1]))
+    except (RuntimeError, TypeError):  # a CUDA tensor, a conjugate view, ...
         return None
-    if target.dtype not in (t.float32, t.float64):
+    P, Q = args[0], args[1]
+    if not isinstance(P, np.ndarray) or P.dtype not in (np.float32, np.float64):
         return None
-    if draft is not None and (not isinstance(draft, t.Tensor) or draft.dtype != target.dtype):
+    if Q is not None and (not isinstance(Q, np.ndarray) or Q.dtype != P.dtype):
         return None
     if uniforms is None:
         sizes = shapes(t, *others)
         if sizes is None:
             return None
+        ops = TorchOps(target.device)
         accept_shape, B = sizes
-        uniforms, rng = Uniforms(ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))), None
-    elif not pair:
-        return None
-
-    def view(a: Any) -> Any:
-        if not isinstance(a, t.Tensor):
-            return a
-        return a.detach().numpy() if a.requires_grad else a.numpy()
-
-    args = [view(target), view(draft), *(view(a) for a in others)]
-    if rng is not None:  # both given: the NumPy checks say so
-        return None
-    return args, Uniforms(view(uniforms[0]), view(uniforms[1]))
+        uniforms = Uniforms(ops.uniforms(rng, accept_shape).numpy(), ops.uniforms(rng, (B,)).numpy())
+    return args, uniforms
 
 
 def _padded_shapes(t: Any, tokens: Any, counts: Any) -> tuple[tuple[int, int], int] | None:
@@ -461,9 +472,9 @@ def _flat_shapes(t: Any, tokens: Any, indptr: Any) -> tuple[tuple[int], int] | N
     return (int(tokens.shape[0]),), int(indptr.shape[0]) - 1
 
 
-def _to_torch(ops: TorchOps, res: Verification) -> Verification:
-    t = ops.torch
-    return Verification(*[t.from_numpy(np.ascontiguousarray(f)) for f in res])
+def _to_torch(res: Verification) -> Verification:
+    from_numpy = sys.modules["torch"].from_numpy
+    return Verification(*[from_numpy(np.ascontiguousarray(f)) for f in res])
 
 
 def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
