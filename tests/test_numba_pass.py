@@ -167,16 +167,16 @@ def test_bad_rows_raise_for_the_same_argument(monkeypatch, spy, validate, bad):
         assert pure[0] == "raised", pure  # what the guard catches whatever validate says, and all with it
 
 
-def test_negative_control_a_kernel_off_by_one_weight_is_caught(monkeypatch, spy):
+def test_negative_control_a_kernel_off_by_one_token_is_caught(monkeypatch, spy):
     rng = np.random.default_rng(9)
     B, K, V = 64, 2, 2000
     target, draft, tokens, num = random_batch(rng, B, K, V, zero_fraction=0.0, dtype=np.float32)
     u = Uniforms(rng.random((B, K)), rng.random(B))
     real = _fused.block_sums
 
-    def off_by_one(P1, poff, Q1, qoff, drop, V, bs, S, checks):
-        out = real(P1, poff, Q1, qoff, drop, V, bs, S, checks)
-        S[:, 0] += 2.0**40  # 2^-8 more mass on the first block: a wrong law
+    def off_by_one(P1, poff, Q1, qoff, drop, V, bs, S, checks, u):
+        out = real(P1, poff, Q1, qoff, drop, V, bs, S, checks, u)
+        out[4][:] = np.minimum(out[4] + 1, V - 1)  # the next token: a search off by one
         return out
 
     fn = lambda: verify(target, draft, tokens, num, uniforms=u)  # noqa: E731

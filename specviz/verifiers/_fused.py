@@ -8,7 +8,8 @@ tokens, and each handing back to that code for anything unusual (which then rais
 - :func:`block_sums` (the draw at V > 256, :func:`specviz.verifiers._sample._block_sums`): for
   each drawn row, the float64 sum of floor(w * 2^48) over every block of 256 tokens, where w is
   p, max(0, p - q) or p with one token removed; with checks, also each row's largest bit pattern
-  (an entry outside [+0, 1]) and the float sums of p and q. NumPy does that in about eight passes
+  (an entry outside [+0, 1]) and the float sums of p and q; then the token, by the same
+  two-level search (the block, then the token inside it). NumPy does that in about eight passes
   over each row (one read from memory, the rest in cache); here each block is read once, while
   it is in the first-level cache, and every output comes from that read.
 - :func:`accept` (the accept phase, :func:`specviz.verifiers.verify._accept`, count "run"):
@@ -101,15 +102,18 @@ def block_sums(
     bs: int,
     S: np.ndarray,
     checks: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    u: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows ``P1[poff[r] : poff[r] + V]``.
 
     Weights: p (``Q1`` and ``drop`` None), max(0, p - q) with q the rows of ``Q1`` at
     ``qoff``, or p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
-    q_bad, p_sum, q_sum), each (R,): an entry of p (of q) outside [+0, 1] or not finite, and
-    the float sums of p and q. p_bad is always computed without q (weights from p alone must
-    be in range); with q, ``checks`` asks for all four (``validate=True``) and no check runs
-    without it.
+    q_bad, p_sum, q_sum, tokens), each (R,): an entry of p (of q) outside [+0, 1] or not
+    finite, the float sums of p and q, and the token drawn with uniform ``u[r]`` (the first
+    whose running weight exceeds floor(u * total); meaningless for a row without mass or one
+    the guard refuses). p_bad is always computed without q (weights from p alone must be in
+    range); with q, ``checks`` asks for all four (``validate=True``) and no check runs without
+    it.
     """
     kernel = _get()
     R = int(poff.shape[0])
@@ -124,13 +128,14 @@ def block_sums(
     qbad = np.zeros(R, dtype=np.bool_)
     psum = np.zeros(R, dtype=np.float64)
     qsum = np.zeros(R, dtype=np.float64)
+    tokens = np.empty(R, dtype=np.int64)
     kernel(
         P1, P1.view(ubits), np.ascontiguousarray(poff, dtype=np.int64),
         Q1, Q1.view(ubits), np.ascontiguousarray(qoff, dtype=np.int64),
         mode, np.ascontiguousarray(drop, dtype=np.int64), int(V), int(bs), S, bool(checks), one,
-        pbad, qbad, psum, qsum,
+        pbad, qbad, psum, qsum, np.ascontiguousarray(u, dtype=np.float64), tokens,
     )  # fmt: skip
-    return pbad, qbad, psum, qsum
+    return pbad, qbad, psum, qsum, tokens
 
 
 def _base(table: np.ndarray) -> np.ndarray:

@@ -32,10 +32,28 @@ def _sum3(w, a, c, n):  # pragma: no cover - compiled
     return s, t, u
 
 
+@numba.njit(cache=True, inline="always")
+def _weights(p, q, mode, drop, c0, n, w):  # pragma: no cover - compiled
+    """w[:n] = floor(2^48 * weight) of tokens c0 .. c0 + n - 1, in the table's dtype, as float64."""
+    g = p.dtype.type(GRID)
+    zero = p.dtype.type(0)
+    if mode == 1:
+        for i in range(n):
+            x = p[c0 + i] - q[c0 + i]
+            if x < zero:
+                x = zero
+            w[i] = np.floor(x * g)
+    else:
+        for i in range(n):
+            w[i] = np.floor(p[c0 + i] * g)
+        if mode == 2 and c0 <= drop < c0 + n:
+            w[drop - c0] = 0.0
+
+
 @numba.njit(cache=True)
-def kernel(P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qbad, psum, qsum):  # pragma: no cover
-    g = P.dtype.type(GRID)
-    zero = P.dtype.type(0)
+def kernel(
+    P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qbad, psum, qsum, u, tok
+):  # pragma: no cover
     w = np.empty(bs, np.float64)
     nblk = (V + bs - 1) // bs
     for r in range(poff.shape[0]):
@@ -50,26 +68,17 @@ def kernel(P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qb
         for k in range(nblk):
             c0 = k * bs
             n = min(bs, V - c0)
-            if mode == 1:
+            _weights(p, q, mode, drop[r], c0, n, w)
+            if mode == 1 and checks:
                 for i in range(n):
-                    x = p[c0 + i] - q[c0 + i]
-                    if x < zero:
-                        x = zero
-                    w[i] = np.floor(x * g)
-                if checks:
-                    for i in range(n):
-                        pm = max(pm, pu[c0 + i])
-                        qm = max(qm, qu[c0 + i])
-                    s, t, u = _sum3(w, p[c0 : c0 + n], q[c0 : c0 + n], n)
-                    S[r, k] = s
-                    ps += t
-                    qs += u
-                    continue
-            else:
-                for i in range(n):
-                    w[i] = np.floor(p[c0 + i] * g)
-                if mode == 2 and c0 <= drop[r] < c0 + n:
-                    w[drop[r] - c0] = 0.0
+                    pm = max(pm, pu[c0 + i])
+                    qm = max(qm, qu[c0 + i])
+                s, t, v = _sum3(w, p[c0 : c0 + n], q[c0 : c0 + n], n)
+                S[r, k] = s
+                ps += t
+                qs += v
+                continue
+            if mode != 1:
                 for i in range(n):
                     pm = max(pm, pu[c0 + i])
             S[r, k] = _sum(w, n)
@@ -77,6 +86,34 @@ def kernel(P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qb
         qbad[r] = qm > one
         psum[r] = ps
         qsum[r] = qs
+        # The token: the first whose running weight exceeds floor(u * total) (total - 1 when the
+        # product rounds up to the total), found by block and then inside the block; every sum
+        # here is of integers below 2^52, exact, as in specviz.verifiers._sample._draw. A row
+        # without mass (total 0) or past the guard gets a token the caller never uses.
+        total = 0.0
+        for k in range(nblk):
+            total += S[r, k]
+        thr = np.floor(u[r] * total)
+        if not thr < total:
+            thr = total - 1
+        before = 0.0
+        blk = nblk - 1
+        for k in range(nblk):
+            if before + S[r, k] > thr:
+                blk = k
+                break
+            before += S[r, k]
+        c0 = blk * bs
+        n = min(bs, V - c0)
+        _weights(p, q, mode, drop[r], c0, n, w)
+        run = 0.0
+        inner = n - 1
+        for i in range(n):
+            run += w[i]
+            if run > thr - before:
+                inner = i
+                break
+        tok[r] = c0 + inner
 
 
 @numba.njit(cache=True)

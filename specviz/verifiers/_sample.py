@@ -99,13 +99,20 @@ def _draw(
     nb = -(-V // bs)
     groups = [(ops.nonzero(~residual), False), (ops.nonzero(residual), True)]
     S = ops.full((B, nb), 0.0, np.float64)  # (B, nb) weight of each block
+    drawn = ops.full((B,), -1, np.int64) if ops.name == "numpy" else None  # tokens the Numba pass drew
     for rows, use_res in groups:
         if int(rows.shape[0]):
-            S[rows] = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs, validate)
+            S[rows], tok = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs, validate, u[rows])
+            if tok is None:
+                drawn = None
+            elif drawn is not None:
+                drawn[rows] = tok
     total = S.sum(-1)  # (B,) exact
     empty = ops.nonzero(total <= 0)  # no residual mass (p == q up to rounding): draw from p
+    if drawn is not None and not int(empty.shape[0]):
+        return drawn  # the same two-level search below, run inside the Numba pass
     if int(empty.shape[0]):
-        S[empty] = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs, validate)
+        S[empty], _ = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs, validate, u[empty])
         residual = residual & (total > 0)
         groups = [(ops.nonzero(~residual), False), (ops.nonzero(residual), True)]
         total = S.sum(-1)
@@ -241,11 +248,14 @@ class _Checks:
 
 
 def _block_sums(
-    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, validate: bool
-) -> Array:
-    """(R, ceil(V / bs)) float64 weight of each block of bs tokens, with the row checks."""
+    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, validate: bool, u: Array
+) -> tuple[Array, Array | None]:
+    """(R, ceil(V / bs)) float64 weight of each block of bs tokens, with the row checks; and the
+    (R,) tokens drawn with uniforms ``u`` when the Numba pass ran (which searches while the rows
+    are at hand), else None."""
     R = int(b.shape[0])
     S = ops.full((R, -(-V // bs)), 0.0, np.float64)
+    tok = None
     sampled_res = use_res and Q is not None
     # Weights from p alone must be finite and non-negative (checked even with validate=False);
     # residual weights max(0, p - q) are never negative, and a NaN or infinity shows in the total.
@@ -254,7 +264,7 @@ def _block_sums(
     if ops.name == "torch" and ops.device_type == "cpu" and V >= ROW_LOOP_V and _compiled_wanted(P, Q):
         _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
     elif ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
-        _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk)
+        tok = _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk, u)
     elif ops.device_type == "cpu" and V >= ROW_LOOP_V:
         _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
     else:
@@ -278,7 +288,7 @@ def _block_sums(
             _check_sums(ops, "draft_probs", chk.q_sum, Q.table)
         elif not use_res:  # the integer total is the row's sum to within V * 2^-48
             _check_sums(ops, "target_probs", total / GRID, P.table)
-    return S
+    return S, tok
 
 
 # --- optional: one fused pass compiled by torch.compile (torch CPU, opt-in) -----------------------
@@ -380,8 +390,8 @@ def _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
 
 
 def _numba_pass(
-    P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, S: Array, chk: _Checks
-) -> None:
+    P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, S: Array, chk: _Checks, u: Array
+) -> Array:
     """:func:`specviz.verifiers._fused.block_sums` (Numba) on the rows in place: one read per row."""
 
     def rows(R: Any) -> tuple[Array, Array]:
@@ -393,10 +403,13 @@ def _numba_pass(
         Q1, qoff = rows(Q)
     elif use_res:
         drop = xs[b, sp]
-    p_bad, q_bad, p_sum, q_sum = numba_pass.block_sums(P1, poff, Q1, qoff, drop, V, bs, S, chk.q_bad is not None)
+    p_bad, q_bad, p_sum, q_sum, tok = numba_pass.block_sums(
+        P1, poff, Q1, qoff, drop, V, bs, S, chk.q_bad is not None, u
+    )
     chk.p_bad = p_bad
     if chk.q_bad is not None:
         chk.q_bad, chk.p_sum, chk.q_sum = q_bad, p_sum, q_sum
+    return tok
 
 
 def _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
