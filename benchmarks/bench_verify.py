@@ -271,8 +271,8 @@ def main() -> None:
     if numba_enabled():
         import numba
 
-        print(f"numpy: the block sums run in the Numba pass (numba {numba.__version__}; "
-              f"{numba_first_call()}); numpy-pure: {NUMBA_ENV}=0, the NumPy passes")  # fmt: skip
+        print(f"numpy: the hot loops run compiled (numba {numba.__version__}; "
+              f"{numba_first_call()}); numpy-pure: {NUMBA_ENV}=0, the NumPy code only")  # fmt: skip
     else:
         print("numpy: Numba is not installed (or switched off): the NumPy passes")
     rng = np.random.default_rng(0)

@@ -47,6 +47,7 @@ Three choices make this fast, reproducible and safe:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -299,8 +300,6 @@ _compiled_fns: dict = {}
 
 def compile_opted_in() -> bool:
     """``SPECVIZ_TORCH_COMPILE=1`` is set."""
-    import os
-
     return os.environ.get(COMPILE_ENV, "") in ("1", "true", "yes")
 
 

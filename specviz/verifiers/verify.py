@@ -207,8 +207,8 @@ def verify(
         target row it samples from and, after a rejection, the draft row of the residual):
         finite, non-negative, summing to 1 within 1e-4 (1e-2 for half precision). Rows that
         are never read in full are not summed, and which ones are read depends on the coins.
-        About 1.15x the time of ``False`` at V = 128256 with the compiled pass (Numba, the
-        ``fast`` extra), 1.35x with NumPy's passes (benchmarks/bench_verify.py).
+        About 1.1-1.2x the time of ``False`` at V = 128256 with the compiled loops (Numba,
+        the ``fast`` extra), 1.3-1.4x with NumPy's passes (benchmarks/bench_verify.py).
         Shapes, dtypes, draft ids and the uniforms' shapes are checked either way, and so is
         every row the draw reads for what would make the result depend on the library (NaN,
         infinity, a negative entry of a row drawn from p, a row summing to 16 or more):
