@@ -330,3 +330,76 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
 
     monkeypatch.setattr(_fused, "accept", inclusive)
     assert not np.array_equal(outcome(call)[1], pure[1])
+
+
+# --- validate=True: a row summing to 1 +- 1e-4 gets one verdict, whatever computes it -----------
+
+
+def exact_grid_sum(row) -> float:
+    row = np.asarray(row)
+    scale = row.dtype.type(2.0**48)
+    return float(np.floor(row * scale).astype(np.float64).sum() / 2.0**48)
+
+
+@pytest.mark.parametrize("V", [200, 512, 9000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("where", ["residual_p", "residual_q", "bonus_p"])
+def test_rows_at_the_sum_tolerance_get_one_verdict_on_every_path(monkeypatch, V, dtype, where):
+    # The verdict is |sum(floor(2^48 p)) / 2^48 - 1| > 1e-4, an exact number; NumPy's float32 sums
+    # and the Numba pass's exact sums used to disagree on rows within ~1e-7 of the tolerance.
+    import specviz.verifiers._sample as sample_mod
+
+    rng = np.random.default_rng(V + len(where))
+    seen = {"ok": 0, "raised": 0}
+    for trial in range(30):
+        p = random_probs(rng, (V,)).astype(np.float64)
+        q = random_probs(rng, (V,)).astype(np.float64)
+        edge = 1.0 + rng.choice([-1, 1]) * (1e-4 + rng.uniform(-2e-7, 2e-7))
+        target = np.stack([p, random_probs(rng, (V,))]).astype(dtype)[None]  # (1, 2, V)
+        draft = q.astype(dtype)[None, None]
+        if where == "residual_p":
+            target[0, 0] = (p * edge).astype(dtype)
+        elif where == "residual_q":
+            draft[0, 0] = (q * edge).astype(dtype)
+        else:
+            target[0, 1] = (target[0, 1].astype(np.float64) * edge).astype(dtype)
+        x = int(np.argmax(draft[0, 0].astype(np.float64) - target[0, 0]))  # q(x) > p(x)
+        coin = 0.0 if where == "bonus_p" else 0.999999  # accept (bonus row read) or reject (residual)
+        args = (target, draft, np.array([[x]]), np.array([1]))
+        u = Uniforms(np.array([[coin]]), np.array([0.3]))
+        checked = {"residual_p": target[0, 0], "residual_q": draft[0, 0], "bonus_p": target[0, 1]}[where]
+        expect = "raised" if abs(exact_grid_sum(checked) - 1) > 1e-4 else "ok"
+        seen[expect] += 1
+        results = {}
+        for env in ("0", "1"):
+            monkeypatch.setenv(_fused.ENV, env)
+            results[f"numpy/{env}"] = outcome(lambda a=args, u=u: verify(*a, uniforms=u))
+        t_args = [torch.as_tensor(a) for a in args]
+        t_u = Uniforms(*(torch.as_tensor(a) for a in u))
+        results["torch"] = outcome(lambda a=t_args, u=t_u: verify(*a, uniforms=u))
+        with monkeypatch.context() as m:  # the torch kernels themselves (what CUDA runs)
+            m.setattr(sample_mod, "_numpy_viewable", lambda P, Q: False)
+            results["torch kernels"] = outcome(lambda a=t_args, u=t_u: verify(*a, uniforms=u))
+        kinds = {k: r[0] for k, r in results.items()}
+        assert set(kinds.values()) == {expect}, (trial, expect, exact_grid_sum(checked), kinds)
+        if expect == "raised":
+            assert len({r[1] for r in results.values()}) == 1, results  # the same argument and message
+    assert seen["ok"] and seen["raised"]  # both sides of the tolerance were reached
+
+
+@pytest.mark.parametrize("V", [200, 9000])
+def test_a_deterministic_drafters_residual_row_is_sum_checked(monkeypatch, spy, V):
+    # With draft_probs=None the residual is p without the drafted token; validate=True checks that
+    # p row's sum (its grid total plus the removed token's weight) at every V, both ways.
+    rng = np.random.default_rng(V)
+    target = random_probs(rng, (4, 2, V))
+    target[:, 0] *= 1.01
+    tokens = np.argmax(target[:, 0], -1)[:, None]  # the most likely token, p(x) well below 1
+    u = Uniforms(np.full((4, 1), 0.999999), rng.random(4))  # accept iff u < p(x): every row rejects
+    for validate, expect in ((True, "raised"), (False, "ok")):
+        call = lambda v=validate: verify(target, None, tokens, np.ones(4, dtype=np.int64), uniforms=u, validate=v)  # noqa: E731
+        pure, fused, _ = both(monkeypatch, spy, call)
+        assert_same(pure, fused)
+        assert pure[0] == expect, (validate, pure)
+        if expect == "raised":
+            assert pure[1][0] == "target_probs" and "1.01" in pure[1][1]

@@ -423,6 +423,10 @@ def _numpy_twin(
     if _sample.compile_opted_in():
         return None
     t = sys.modules["torch"]
+    if draft is not None and not isinstance(draft, t.Tensor):
+        return None
+    if not _sample._numpy_viewable(_Rows(target, None), None if draft is None else _Rows(draft, None)):
+        return None  # half precision, mixed dtypes (or tests forcing the torch kernels on the CPU)
     pair = isinstance(uniforms, tuple) and len(uniforms) == 2
     if uniforms is not None and (not pair or rng is not None):
         return None  # malformed: the checks say so
