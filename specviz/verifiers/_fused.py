@@ -28,9 +28,10 @@ Same arithmetic:
   they are integers, and every partial sum of a row that passes the guard is below 2^52, so
   the sum is exact in any order. A row that does not pass (a NaN, an infinity, a total of
   2^52 or more) still shows as a NaN or a total of 2^52 or more, and the guard raises.
-- The row sums for ``validate=True`` are the rows' exact sums on the grid (sums of
-  floor(2^48 * p), integers), the numbers every other path falls back to for a row near the
-  tolerance (``specviz.verifiers._sample._check_sums``): the same verdict and message.
+- The row sums for ``validate=True`` are float64 sums in the compiler's order, like the float
+  sums of the other paths within ``SUM_MARGIN`` of the row's exact sum on the grid: a row that
+  close to the tolerance is summed again exactly (``specviz.verifiers._sample._check_sums``),
+  so every path gives it the same verdict and message.
 
 Optional: the loops run when Numba imports and ``SPECVIZ_NUMBA`` is not ``0``; otherwise (and
 for half precision or tables with negative strides) the NumPy code runs. Numba compiles each
@@ -109,7 +110,7 @@ def block_sums(
     Weights: p (``Q1`` and ``drop`` None), max(0, p - q) with q the rows of ``Q1`` at
     ``qoff``, or p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
     q_bad, p_sum, q_sum, tokens), each (R,): an entry of p (of q) outside [+0, 1] or not
-    finite, the exact sums of p and q on the grid (the sum of floor(2^48 * p), over 2^48), and
+    finite, the float sums of p and q (for the sum check), and
     the token drawn with uniform ``u[r]`` (the first whose running weight exceeds
     floor(u * total); meaningless for a row without mass or one the guard refuses). p_bad is
     always computed without q (weights from p alone must be in range); with q, ``checks`` asks

@@ -22,15 +22,14 @@ def _sum(w, n):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, fastmath={"reassoc", "nsz"})
 def _sum3(w, a, c, n):  # pragma: no cover - compiled
-    """Sums of w and of floor(2^48 * a), floor(2^48 * c): integers, exact in any order."""
-    g = a.dtype.type(GRID)
+    """Sums of w (integers: exact in any order) and of a and c in float64 (for the sum check)."""
     s = 0.0
     t = 0.0
     u = 0.0
     for i in range(n):
         s += w[i]
-        t += np.float64(np.floor(a[i] * g))
-        u += np.float64(np.floor(c[i] * g))
+        t += np.float64(a[i])
+        u += np.float64(c[i])
     return s, t, u
 
 
@@ -86,8 +85,8 @@ def kernel(
             S[r, k] = _sum(w, n)
         pbad[r] = pm > one
         qbad[r] = qm > one
-        psum[r] = ps / GRID  # the rows' exact sums on the grid (validate=True)
-        qsum[r] = qs / GRID
+        psum[r] = ps  # float sums: the caller sums rows near the tolerance again exactly
+        qsum[r] = qs
         # The token: the first whose running weight exceeds floor(u * total) (total - 1 when the
         # product rounds up to the total), found by block and then inside the block; every sum
         # here is of integers below 2^52, exact, as in specviz.verifiers._sample._draw. A row

@@ -286,12 +286,9 @@ def _block_sums(
         raise InputError("target_probs", "probability rows (each summing to less than 16)",
                          "a row whose weights sum to 16 or more")  # fmt: skip
     if validate:
-        if sampled_res:  # float sums, except from the Numba pass (exact)
-            approx = tok is None
-            _check_sums(ops, "target_probs", chk.p_sum, P.table,
-                        exact=(lambda i: _exact_sums(ops, P, b[i], sp[i])) if approx else None)  # fmt: skip
-            _check_sums(ops, "draft_probs", chk.q_sum, Q.table,
-                        exact=(lambda i: _exact_sums(ops, Q, b[i], sp[i])) if approx else None)  # fmt: skip
+        if sampled_res:  # float sums: rows near the tolerance are summed again exactly
+            _check_sums(ops, "target_probs", chk.p_sum, P.table, exact=lambda i: _exact_sums(ops, P, b[i], sp[i]))
+            _check_sums(ops, "draft_probs", chk.q_sum, Q.table, exact=lambda i: _exact_sums(ops, Q, b[i], sp[i]))
         elif not use_res:  # the integer total is the row's exact sum on the grid
             _check_sums(ops, "target_probs", total / GRID, P.table)
         else:  # p without the drafted token: its weight added back
