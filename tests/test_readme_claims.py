@@ -99,3 +99,15 @@ def test_speed_table_counts_and_the_quantization_bound():
     (bound,) = grab(r"\(([\d.e-]+) at V = 128256\), far below")
     assert float(bound) == pytest.approx(128256 * 2.0**-48, rel=0.01)
     assert np.isclose(float(bound), 4.6e-10)
+
+
+def test_speed_section_sum_margin_is_the_codes():
+    # "A row whose float sum lies within 4e-5 of the tolerance is summed again exactly on the
+    # 2^-48 grid": the margin and the grid are the code's constants.
+    from specviz.verifiers import _sample
+
+    margin, grid = grab(r"float sum lies within ([\d.e-]+) of the tolerance is summed again exactly on the 2\^-(\d+)")
+    assert float(margin) == _sample.SUM_MARGIN
+    assert 2.0 ** int(grid) == _sample.GRID
+    # The margin covers a float32 sum's error (blocks of 256 added in float32) with room to spare.
+    assert _sample.SUM_MARGIN > 2 * 256 * 2.0**-24
