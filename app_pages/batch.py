@@ -202,7 +202,7 @@ with t:
         "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
         "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
         "already on the device, validation off as on a serving hot path. Building the random batch took "
-        f"{report.generate_seconds:.2f} s and is not included."
+        f"{report.generate_seconds:.2f} s and is not included. {batch_demo.loops_note()}"
         + "".join(
             f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
             + (

@@ -255,6 +255,7 @@ def test_batch_runs_and_shows_strips_histogram_and_timings():
     timings = at.dataframe[0].value
     assert {"NumPy", "PyTorch CPU"} <= set(timings["backend"]) and set(timings["agrees"]) == {"yes"}
     assert "Showing the first 32 of 40 rows" in texts(at.caption)
+    assert batch_demo.loops_note() in texts(at.caption)  # which code ran the hot loops
 
 
 def test_batch_typed_counts_are_checked_and_cuda_is_explained():

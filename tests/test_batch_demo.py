@@ -85,3 +85,30 @@ def test_every_backend_keeps_its_rows_and_torch_reports_its_threads():
     assert threads == {"NumPy": None, "PyTorch CPU": torch.get_num_threads()}
     assert rep.tested == int(np.minimum(rep.num_accepted + 1, j).sum()) > 0
     assert rep.acceptance_rate == rep.accepted / rep.tested
+
+
+def test_loops_note_says_which_code_ran(monkeypatch):
+    from specviz import verify
+    from specviz.verifiers import _fused
+
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(300), (8, 2))
+    q = rng.dirichlet(np.ones(300), (8, 1))
+    x = rng.integers(0, 300, (8, 1))
+    n = np.ones(8, dtype=np.int64)
+    calls = []
+    real = _fused.block_sums
+    monkeypatch.setattr(_fused, "block_sums", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv(_fused.ENV, "1")
+    assert "ran compiled (Numba" in batch_demo.loops_note()
+    verify(p, q, x, n, rng=np.random.default_rng(1))
+    assert calls  # what the note says ran, ran
+    monkeypatch.setenv(_fused.ENV, "0")
+    calls.clear()
+    assert "NumPy's code only (SPECVIZ_NUMBA=0)" in batch_demo.loops_note()
+    verify(p, q, x, n, rng=np.random.default_rng(1))
+    assert not calls
+    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setattr(_fused, "_kernel", False)  # Numba missing
+    assert "Numba is not installed" in batch_demo.loops_note()

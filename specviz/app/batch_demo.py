@@ -147,6 +147,20 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 # --- backends --------------------------------------------------------------------------------------
 
 
+def loops_note() -> str:
+    """Which code ran the verifier's hot loops on the CPU: compiled (Numba) or NumPy's."""
+    from ..verifiers import _fused
+
+    if _fused.enabled():
+        import numba
+
+        version = numba.__version__
+        return f"On the CPU the verifier's hot loops ran compiled (Numba {version}; same tokens as NumPy's code)."
+    if _fused.switched_off():
+        return f"On the CPU the verifier ran NumPy's code only ({_fused.ENV}=0)."
+    return 'On the CPU the verifier ran NumPy\'s code only (Numba is not installed: pip install ".[fast]").'
+
+
 def cuda_status() -> tuple[bool, str]:
     """Whether PyTorch sees a CUDA device, and a sentence saying which or why not."""
     import torch

@@ -51,9 +51,14 @@ ENV = "SPECVIZ_NUMBA"  # set to 0 to use the NumPy passes instead
 _kernel: Any = None  # the compiled pass, built on first use; False when Numba is missing
 
 
+def switched_off() -> bool:
+    """``SPECVIZ_NUMBA=0`` (or false, no, off) is set."""
+    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def enabled() -> bool:
     """Numba is installed and not switched off by ``SPECVIZ_NUMBA=0``."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off():
         return False
     return _get() is not False
 
