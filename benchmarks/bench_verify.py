@@ -83,13 +83,18 @@ def evict() -> None:
     _evict_buf.fill(1.0)
 
 
-def pure(fn):
-    """Run fn with the Numba pass of specviz.verifiers._fused switched off (the NumPy passes)."""
-    os.environ[NUMBA_ENV] = "0"
+def with_env(name: str, value: str, fn):
+    """Run fn with environment variable ``name`` set to ``value`` (specviz reads both switches per call)."""
+    os.environ[name] = value
     try:
         return fn()
     finally:
-        os.environ.pop(NUMBA_ENV, None)
+        os.environ.pop(name, None)
+
+
+def pure(fn):
+    """Run fn with the compiled loops of specviz.verifiers._fused switched off (the NumPy code)."""
+    return with_env(NUMBA_ENV, "0", fn)
 
 
 def numba_first_call() -> str:
@@ -114,11 +119,7 @@ def numba_first_call() -> str:
 
 def compiled(fn):
     """Run fn with the opt-in torch.compile pass of specviz.verifiers._sample switched on."""
-    os.environ[COMPILE_ENV] = "1"
-    try:
-        return fn()
-    finally:
-        os.environ.pop(COMPILE_ENV, None)
+    return with_env(COMPILE_ENV, "1", fn)
 
 
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process)

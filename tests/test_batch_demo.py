@@ -110,5 +110,5 @@ def test_loops_note_says_which_code_ran(monkeypatch):
     verify(p, q, x, n, rng=np.random.default_rng(1))
     assert not calls
     monkeypatch.setenv(_fused.ENV, "1")
-    monkeypatch.setattr(_fused, "_kernel", False)  # Numba missing
+    monkeypatch.setattr(_fused, "_kernels", False)  # Numba missing
     assert "Numba is not installed" in batch_demo.loops_note()

@@ -31,9 +31,9 @@ def spy(monkeypatch):
     calls = {"rows": 0, "accepted": 0, "drawn": 0}
     real_sums, real_accept, real_draw = _fused.block_sums, _fused.accept, _fused.draw_small
 
-    def sums(P1, poff, *rest):
-        calls["rows"] += int(poff.shape[0])
-        return real_sums(P1, poff, *rest)
+    def sums(P, p_start, Q, q_start, b, *rest):
+        calls["rows"] += int(b.shape[0])
+        return real_sums(P, p_start, Q, q_start, b, *rest)
 
     def accept(*args):
         out = real_accept(*args)
@@ -174,8 +174,8 @@ def test_negative_control_a_kernel_off_by_one_token_is_caught(monkeypatch, spy):
     u = Uniforms(rng.random((B, K)), rng.random(B))
     real = _fused.block_sums
 
-    def off_by_one(P1, poff, Q1, qoff, drop, V, bs, S, checks, u):
-        out = real(P1, poff, Q1, qoff, drop, V, bs, S, checks, u)
+    def off_by_one(*args):
+        out = real(*args)
         out[4][:] = np.minimum(out[4] + 1, V - 1)  # the next token: a search off by one
         return out
 
@@ -192,7 +192,7 @@ def test_switched_off_or_missing_numba_falls_back(monkeypatch):
     assert not _fused.enabled()
     monkeypatch.setenv(_fused.ENV, "1")
     assert _fused.enabled()
-    monkeypatch.setattr(_fused, "_kernel", False)  # what _get() leaves when Numba cannot be imported
+    monkeypatch.setattr(_fused, "_kernels", False)  # what _loops() leaves when Numba cannot be imported
     assert not _fused.enabled()
     rng = np.random.default_rng(1)
     target, draft, tokens, num = random_batch(rng, 4, 2, 600, dtype=np.float32)

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 ENV = "SPECVIZ_NUMBA"  # set to 0 to use the NumPy passes instead
-_kernel: Any = None  # the compiled pass, built on first use; False when Numba is missing
+_kernels: Any = None  # the module of compiled loops, imported on first use; False when Numba is missing
 
 
 def switched_off() -> bool:
@@ -60,7 +60,7 @@ def enabled() -> bool:
     """Numba is installed and not switched off by ``SPECVIZ_NUMBA=0``."""
     if switched_off():
         return False
-    return _get() is not False
+    return _loops() is not False
 
 
 def usable(table: Any, other: Any = None) -> bool:
@@ -83,26 +83,13 @@ def usable(table: Any, other: Any = None) -> bool:
     return ok and enabled()
 
 
-def row_starts(table: np.ndarray, index: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """A 1-D view from the table's first entry to the end of the last row read, and each row's offset.
-
-    ``index``: the rows read, as index arrays over the table's leading axes, e.g. (b, pos) of
-    a padded (B, P, V) table or (rows,) of a flat (N, V) one.
-    """
-    item = table.itemsize
-    off = np.zeros(np.shape(index[0]), dtype=np.int64)
-    for ix, st in zip(index, table.strides[:-1], strict=True):
-        off += np.asarray(ix, dtype=np.int64) * (st // item)
-    span = int(off.max()) + table.shape[-1] if off.size else 0
-    base = np.lib.stride_tricks.as_strided(table, shape=(span,), strides=(item,), writeable=False)
-    return base, off
-
-
 def block_sums(
-    P1: np.ndarray,
-    poff: np.ndarray,
-    Q1: np.ndarray | None,
-    qoff: np.ndarray | None,
+    P: np.ndarray,
+    p_start: np.ndarray | None,
+    Q: np.ndarray | None,
+    q_start: np.ndarray | None,
+    b: np.ndarray,
+    sp: np.ndarray,
     drop: np.ndarray | None,
     V: int,
     bs: int,
@@ -110,10 +97,10 @@ def block_sums(
     checks: bool,
     u: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows ``P1[poff[r] : poff[r] + V]``.
+    """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows (b[r], sp[r]) of the tables.
 
-    Weights: p (``Q1`` and ``drop`` None), max(0, p - q) with q the rows of ``Q1`` at
-    ``qoff``, or p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
+    ``P``/``Q``: as in :func:`accept`. Weights: p (``Q`` and ``drop`` None), max(0, p - q), or
+    p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
     q_bad, p_sum, q_sum, tokens), each (R,): an entry of p (of q) outside [+0, 1] or not
     finite, the float sums of p and q (for the sum check), and
     the token drawn with uniform ``u[r]`` (the first whose running weight exceeds
@@ -121,11 +108,15 @@ def block_sums(
     always computed without q (weights from p alone must be in range); with q, ``checks`` asks
     for all four (``validate=True``) and no check runs without it.
     """
-    kernel = _get()
-    R = int(poff.shape[0])
-    mode = 1 if Q1 is not None else 2 if drop is not None else 0
-    if Q1 is None:
+    R = int(b.shape[0])
+    mode = 1 if Q is not None else 2 if drop is not None else 0
+    origin, step = _row_origins(P, p_start, b)
+    P1, poff = _base(P), origin + sp * step
+    if Q is None:
         Q1, qoff = P1, poff  # never read in modes 0 and 2
+    else:
+        origin, step = _row_origins(Q, q_start, b)
+        Q1, qoff = _base(Q), origin + sp * step
     if drop is None:
         drop = np.full(R, -1, dtype=np.int64)
     ubits = np.uint32 if P1.dtype == np.float32 else np.uint64
@@ -135,7 +126,7 @@ def block_sums(
     psum = np.zeros(R, dtype=np.float64)
     qsum = np.zeros(R, dtype=np.float64)
     tokens = np.empty(R, dtype=np.int64)
-    kernel(
+    _loops().block_sums(
         P1, P1.view(ubits), np.ascontiguousarray(poff, dtype=np.int64),
         Q1, Q1.view(ubits), np.ascontiguousarray(qoff, dtype=np.int64),
         mode, np.ascontiguousarray(drop, dtype=np.int64), int(V), int(bs), S, bool(checks), one,
@@ -153,13 +144,14 @@ def _base(table: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(table, shape=(extent,), strides=(item,), writeable=False)
 
 
-def _row_origins(table: np.ndarray, start: np.ndarray | None, B: int) -> tuple[np.ndarray, int]:
-    """Offsets (B,) of each batch row's position 0 in :func:`_base`, and the step between positions."""
+def _row_origins(table: np.ndarray, start: np.ndarray | None, b: np.ndarray) -> tuple[np.ndarray, int]:
+    """Offsets in :func:`_base` of position 0 of batch rows ``b``, and the step between positions."""
     item = table.itemsize
+    b = np.asarray(b, dtype=np.int64)
     if start is None:  # padded (B, P, V)
-        return np.arange(B, dtype=np.int64) * (table.strides[0] // item), table.strides[1] // item
+        return b * (table.strides[0] // item), table.strides[1] // item
     step = table.strides[0] // item  # flat (R, V): position i of row b is table row start[b] + i
-    return np.asarray(start, dtype=np.int64) * step, step
+    return np.asarray(start, dtype=np.int64)[b] * step, step
 
 
 class Accepted(NamedTuple):
@@ -195,12 +187,12 @@ def accept(
     with ``validate``, every probed p(x) and q(x) below num_draft too. None when a check fails:
     the caller's NumPy code then raises the error.
     """
-    kernel = _get_accept()
     B, K = (int(n) for n in x.shape)
-    prow, ppos = _row_origins(P, p_start, B)
+    rows = np.arange(B)
+    prow, ppos = _row_origins(P, p_start, rows)
     has_q = Q is not None
     if has_q:
-        qrow, qpos = _row_origins(Q, q_start, B)
+        qrow, qpos = _row_origins(Q, q_start, rows)
         Qb = _base(Q)
     else:
         Qb, qrow, qpos = _base(P), prow, ppos
@@ -210,7 +202,7 @@ def accept(
     tokens[:, K] = -1
     acc_u = np.empty((B, K), dtype=np.float64)
     ratios = np.empty((B, K), dtype=np.float64)
-    status = kernel(
+    status = _loops().accept(
         _base(P), prow, ppos, Qb, qrow, qpos, has_q,
         np.ascontiguousarray(x, dtype=np.int64), np.ascontiguousarray(j, dtype=np.int64),
         np.ascontiguousarray(ua, dtype=np.float64), bool(shared), bool(inclusive), int(V), bool(validate),
@@ -239,37 +231,27 @@ def draw_small(
     (then ``specviz.verifiers._sample._draw_one_block`` runs, and raises or draws the same).
     """
     B = int(sp.shape[0])
-    prow, ppos = _row_origins(P, p_start, B)
+    rows = np.arange(B)
+    prow, ppos = _row_origins(P, p_start, rows)
     has_q = Q is not None
-    qrow, qpos, Qb = (*_row_origins(Q, q_start, B), _base(Q)) if has_q else (prow, ppos, None)
     Pb = _base(P)
+    qrow, qpos, Qb = (*_row_origins(Q, q_start, rows), _base(Q)) if has_q else (prow, ppos, Pb)
     out = np.empty(B, dtype=np.int64)
-    ok = _get_draw_small()(
-        Pb, prow, ppos, Pb if Qb is None else Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),
+    ok = _loops().draw_small(
+        Pb, prow, ppos, Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),
         np.ascontiguousarray(sp, dtype=np.int64), np.ascontiguousarray(residual, dtype=np.bool_),
         np.ascontiguousarray(u, dtype=np.float64), int(V), out,
     )  # fmt: skip
     return out if ok else None
 
 
-def _get() -> Any:
-    global _kernel
-    if _kernel is None:
+def _loops() -> Any:
+    """:mod:`specviz.verifiers._fused_kernel` (imported once: it imports Numba), or False."""
+    global _kernels
+    if _kernels is None:
         try:
-            from ._fused_kernel import kernel
+            from . import _fused_kernel as loops
         except ImportError:  # Numba is not installed
-            kernel = False
-        _kernel = kernel
-    return _kernel
-
-
-def _get_accept() -> Any:
-    from ._fused_kernel import accept as kernel
-
-    return kernel
-
-
-def _get_draw_small() -> Any:
-    from ._fused_kernel import draw_small as kernel
-
-    return kernel
+            loops = False
+        _kernels = loops
+    return _kernels

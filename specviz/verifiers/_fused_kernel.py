@@ -52,7 +52,7 @@ def _weights(p, q, mode, drop, c0, n, w):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def kernel(
+def block_sums(
     P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qbad, psum, qsum, u, tok
 ):  # pragma: no cover
     w = np.empty(bs, np.float64)

@@ -149,12 +149,10 @@ def _draw_one_block(
     max(0, p - 0) = p (the guard below has already refused negative and non-finite p there).
     """
     B = int(sp.shape[0])
-    if ops.name == "numpy" and not validate and B and numba_pass.usable(P.table, None if Q is None else Q.table):
-        has_q = Q is not None and int(Q.table.shape[0]) > 0
-        tokens = numba_pass.draw_small(
-            P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, xs, sp, residual, u, V
-        )
-        if tokens is not None and (has_q or Q is None):
+    compiled = ops.name == "numpy" and not validate and B and (Q is None or int(Q.table.shape[0]))
+    if compiled and numba_pass.usable(P.table, None if Q is None else Q.table):
+        tokens = numba_pass.draw_small(P.table, P.start, *((None, None) if Q is None else Q), xs, sp, residual, u, V)
+        if tokens is not None:
             return tokens
     ar = ops.arange(B)
     p = ops.upcast_half(P.at(ar, sp, None, ops))  # (B, V) a private copy
@@ -397,18 +395,13 @@ def _numba_pass(
     P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, S: Array, chk: _Checks, u: Array
 ) -> Array:
     """:func:`specviz.verifiers._fused.block_sums` (Numba) on the rows in place: one read per row."""
-
-    def rows(R: Any) -> tuple[Array, Array]:
-        return numba_pass.row_starts(R.table, (b, sp) if R.start is None else (R.start[b] + sp,))
-
-    P1, poff = rows(P)
-    Q1 = qoff = drop = None
+    Q_table = Q_start = drop = None
     if use_res and Q is not None:
-        Q1, qoff = rows(Q)
+        Q_table, Q_start = Q.table, Q.start
     elif use_res:
         drop = xs[b, sp]
     p_bad, q_bad, p_sum, q_sum, tok = numba_pass.block_sums(
-        P1, poff, Q1, qoff, drop, V, bs, S, chk.q_bad is not None, u
+        P.table, P.start, Q_table, Q_start, b, sp, drop, V, bs, S, chk.q_bad is not None, u
     )
     chk.p_bad = p_bad
     if chk.q_bad is not None:

@@ -445,11 +445,6 @@ def _numpy_twin(
             uniforms = Uniforms(view(uniforms[0]), view(uniforms[1]))
     except (RuntimeError, TypeError):  # a CUDA tensor, a conjugate view, ...
         return None
-    P, Q = args[0], args[1]
-    if not isinstance(P, np.ndarray) or P.dtype not in (np.float32, np.float64):
-        return None
-    if Q is not None and (not isinstance(Q, np.ndarray) or Q.dtype != P.dtype):
-        return None
     if uniforms is None:
         sizes = shapes(t, *others)
         if sizes is None:
@@ -484,10 +479,11 @@ def _to_torch(res: Verification) -> Verification:
 def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
     """:func:`_core`; torch CPU float32/float64 tensors run it through NumPy on zero-copy views.
 
-    Torch's per-call cost (~5 us on the CPU, dozens of calls per verification) made the same
-    code slower than NumPy on the same inputs. The uniforms were drawn by torch already, and
-    the arithmetic is the same, so are the tokens. Half precision (NumPy cannot view it),
-    CUDA and the opt-in compiled pass (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
+    Most such calls were handed to NumPy before their checks by :func:`_numpy_twin`; this
+    catches the rest (a torch target with draft tokens given as a list or an array, say),
+    after the checks. The uniforms were drawn by torch already, and the arithmetic is the
+    same, so are the tokens. Half precision (NumPy cannot view it), CUDA and the opt-in
+    compiled pass (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
     """
     if ops.name != "torch" or ops.device_type != "cpu" or not _sample._numpy_viewable(P, Q) \
             or _sample._compiled_wanted(P, Q):  # fmt: skip
@@ -498,8 +494,7 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
         return None if r is None else _Rows(r.table.detach().numpy(), None if r.start is None else r.start.numpy())
 
     conv = [a.detach().numpy() if isinstance(a, t.Tensor) else a for a in args]
-    res = _core(NumpyOps(), to_np(P), to_np(Q), *conv)
-    return Verification(*[t.from_numpy(np.ascontiguousarray(f)) for f in res])
+    return _to_torch(_core(NumpyOps(), to_np(P), to_np(Q), *conv))
 
 
 def _core(
