@@ -39,15 +39,13 @@ Three choices make this fast, reproducible and safe:
   same float operations, so the same tokens; ``SPECVIZ_NUMBA=0`` (or no Numba) runs the NumPy
   passes. Torch CPU tensors in float32/float64 are verified by the NumPy code on zero-copy
   views (``specviz.verifiers.verify._numpy_twin``: torch's per-call cost made the same code
-  slower than NumPy's). With the environment variable ``SPECVIZ_TORCH_COMPILE=1`` they run
-  the torch code instead, with one fused block-sum pass compiled by ``torch.compile`` at large
-  V (the first call of each kind compiles, 10-40 s), same arithmetic and tokens. CUDA tensors
-  and half precision run the torch code; CUDA gathers all rows and columns at once.
+  slower than NumPy's). CUDA tensors and half precision run the torch code; CUDA gathers all
+  rows and columns at once.
 """
 
 from __future__ import annotations
 
-import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -131,11 +129,11 @@ def _draw(
     return blk * bs + inner
 
 
-def _numpy_viewable(P: Any, Q: Any) -> bool:
-    """Tables NumPy can view without a copy (float32/float64; not bfloat16 or float16)."""
-    t = P.table
-    ok = str(t.dtype) in ("torch.float32", "torch.float64")
-    return ok and (Q is None or str(Q.table.dtype) == str(t.dtype))
+def _numpy_viewable(p: Any, q: Any) -> bool:
+    """Torch tables NumPy can view without a copy: float32 or float64, q (or None) of p's dtype."""
+    t = sys.modules["torch"]
+    d = p.dtype
+    return (d is t.float32 or d is t.float64) and (q is None or q.dtype is d)
 
 
 def _draw_one_block(
@@ -262,9 +260,7 @@ def _block_sums(
     # residual weights max(0, p - q) are never negative, and a NaN or infinity shows in the total.
     bits = validate or not sampled_res
     chk = _Checks(ops, R, validate and sampled_res)
-    if ops.name == "torch" and ops.device_type == "cpu" and V >= ROW_LOOP_V and _compiled_wanted(P, Q):
-        _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
-    elif ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
+    if ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
         tok = _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk, u)
     elif ops.device_type == "cpu" and V >= ROW_LOOP_V:
         _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
@@ -293,102 +289,6 @@ def _block_sums(
             dropped = ops.to_float64(ops.quantize_(ops.upcast_half(P.at(b, sp, xs[b, sp], ops)), GRID))
             _check_sums(ops, "target_probs", (total + dropped) / GRID, P.table)
     return S, tok
-
-
-# --- optional: one fused pass compiled by torch.compile (torch CPU, opt-in) -----------------------
-
-COMPILE_ENV = "SPECVIZ_TORCH_COMPILE"  # set to 1 to use it; the first call of each kind compiles (~40 s)
-_compiled_fns: dict = {}
-
-
-def compile_opted_in() -> bool:
-    """``SPECVIZ_TORCH_COMPILE=1`` is set."""
-    return os.environ.get(COMPILE_ENV, "") in ("1", "true", "yes")
-
-
-def _compiled_wanted(P: Any, Q: Any) -> bool:
-    """Opted in (``SPECVIZ_TORCH_COMPILE=1``) and float32/float64 tables."""
-    return compile_opted_in() and _numpy_viewable(P, Q)
-
-
-def _fused(p_tab: Any, p_idx: tuple, q_tab: Any, q_idx: tuple, drop: Any, mode: int, checks: bool, F: int, bs: int):
-    """The block-sum pass over the first F columns of rows ``p_tab[p_idx]`` (and q), in one loop.
-
-    mode 0: weights from p; 1: max(0, p - q); 2: p with column drop[r] removed. Returns the
-    (R, F / bs) float64 block sums and, with ``checks``, per block the minimum and the float
-    sum of p (and of q in mode 1). Every output is a reduction over the same blocks of 256
-    tokens, which lets the compiler fuse them into one read of the rows (row-wide reductions
-    beside block-wide ones cost a second read).
-    """
-    import torch
-
-    p = p_tab[p_idx][:, :F]  # (R, F): (b, pos) of a padded table or rows of a flat one
-    R = p.shape[0]
-    p3 = p.reshape(R, -1, bs)  # (R, nb, bs)
-    if mode == 1:
-        q3 = q_tab[q_idx][:, :F].to(p.dtype).reshape(R, -1, bs)
-        w = torch.clamp(p3 - q3, min=0)
-    elif mode == 2:
-        cols = torch.arange(F, device=p.device).reshape(1, -1, bs)
-        w = torch.where(cols == drop[:, None, None], torch.zeros_like(p3), p3)
-    else:
-        w = p3
-    S = torch.floor(w * GRID).to(torch.float64).sum(-1)
-    if not checks:
-        return (S,)
-    out = (S, p3.amin(-1), p3.sum(-1))
-    if mode == 1:
-        out += (q3.amin(-1), q3.sum(-1))
-    return out
-
-
-def _compiled_pass(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:
-    """:func:`_fused` compiled (once per mode, checks and dtype), then the tail block in eager torch.
-
-    The checks it feeds are those of the eager passes: a row is flagged when its minimum is
-    negative or NaN or its sum not finite, and only flagged rows are re-read by the precise
-    check; the sums are the rows' float sums.
-    """
-    import torch
-
-    t = ops.torch
-    mode = 1 if use_res and Q is not None else 2 if use_res else 0
-    sums = chk.q_bad is not None
-    checks = bits or sums
-    key = (mode, checks, P.table.dtype)
-    fn = _compiled_fns.get(key)
-    if fn is None:
-        fn = _compiled_fns[key] = torch.compile(_fused, dynamic=True)
-    p_idx = (b, sp) if P.start is None else (P.start[b] + sp,)
-    q_tab, q_idx = None, None
-    if mode == 1:
-        q_tab, q_idx = Q.table, ((b, sp) if Q.start is None else (Q.start[b] + sp,))
-    drop = xs[b, sp] if mode == 2 else None
-    F = V // bs * bs
-    out = fn(P.table, p_idx, q_tab, q_idx, drop, mode, checks, F, bs)
-    S[:, : F // bs] = out[0]
-    if checks:
-        p_min, p_sum = out[1].amin(-1), out[2].to(t.float64).sum(-1)
-        q_min, q_sum = (out[3].amin(-1), out[4].to(t.float64).sum(-1)) if mode == 1 else (None, None)
-    if F < V:  # the tail block: a few columns per row, eager
-        tail = slice(F, V)
-        p = P.cols(b, sp, tail, ops)
-        q = Q.cols(b, sp, tail, ops) if mode == 1 else None
-        if checks:
-            p_min, p_sum = t.minimum(p_min, p.amin(-1)), p_sum + p.sum(-1, dtype=t.float64)
-            if mode == 1:
-                q_min, q_sum = t.minimum(q_min, q.amin(-1)), q_sum + q.sum(-1, dtype=t.float64)
-        drop_t = None
-        if mode == 2:
-            x_col = drop - F
-            hit = ops.nonzero((x_col >= 0) & (x_col < V - F))
-            drop_t = (hit, x_col[hit])
-        S[:, -1] = _quantized(ops, p, q, drop_t, None).sum(-1, dtype=t.float64)
-    if bits:
-        chk.p_bad = ~(p_min >= 0) | ~t.isfinite(p_sum)
-    if sums:
-        chk.q_bad = ~(q_min >= 0) | ~t.isfinite(q_sum)
-        chk.p_sum, chk.q_sum = p_sum, q_sum
 
 
 def _numba_pass(
