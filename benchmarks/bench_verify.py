@@ -18,8 +18,10 @@ reported (or the minimum, ``--stat min``; ``--clock cpu`` times CPU seconds inst
 seconds, steadier on a machine shared with other work, for single-threaded entries). Printed:
 ratios to the bound, validate=True over validate=False, torch over NumPy (the ratio of the
 medians, and the interquartile range of the per-repeat ratios: both calls in one repeat share
-the machine's load). numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0).
-Before anything is timed, NumPy and torch must return identical tokens on the inputs.
+the machine's load), and for torch the hand-over (``numpy()`` on the inputs, ``from_numpy`` on
+the outputs: a fixed cost) as a share of the NumPy call, and torch over NumPy without it.
+numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0). Before anything
+is timed, NumPy and torch must return identical tokens on the inputs.
 
 On CUDA (``--device cuda``) the entries are torch-cuda verify and a torch-cuda read pass;
 the output adds the achieved bandwidth (must-read bytes / time) as a fraction of the device's
@@ -39,10 +41,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import specviz.verifiers.verify as verify_mod  # noqa: E402
 from specviz import Uniforms, verify  # noqa: E402
 from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
 from specviz.verifiers._fused import enabled as numba_enabled  # noqa: E402
-from specviz.verifiers._sample import COMPILE_ENV  # noqa: E402
 
 K = 4
 SIGMA = 0.75  # drafter noise on the logits: acceptance ~0.7
@@ -117,21 +119,36 @@ def numba_first_call() -> str:
     return f"first call in a new process {out[0]:.1f} s with an empty Numba cache, {out[1]:.1f} s with it"
 
 
-def compiled(fn):
-    """Run fn with the opt-in torch.compile pass of specviz.verifiers._sample switched on."""
-    return with_env(COMPILE_ENV, "1", fn)
-
-
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process)
 
 
-def timed(fn, threads: int | None, sync) -> float:
+HANDOFF = [0.0]  # clock time spent handing torch CPU tensors to NumPy and back, in the current call
+
+
+def spy_handoff() -> None:
+    """Time verify's hand-over of torch CPU tensors (``_numpy_twin`` in, ``_to_torch`` out)."""
+    for name in ("_numpy_twin", "_to_torch"):
+        real = getattr(verify_mod, name)
+
+        def wrapped(*a, _real=real):
+            t0 = CLOCK()
+            try:
+                return _real(*a)
+            finally:
+                HANDOFF[0] += CLOCK() - t0
+
+        setattr(verify_mod, name, wrapped)
+
+
+def timed(fn, threads: int | None, sync) -> tuple[float, float]:
+    """(time of the call, of which the torch hand-over)."""
     if threads is not None:
         torch.set_num_threads(threads)
+    HANDOFF[0] = 0.0
     t0 = CLOCK()
     fn()
     sync()
-    return CLOCK() - t0
+    return CLOCK() - t0, HANDOFF[0]
 
 
 def peak_bandwidth() -> tuple[float | None, str]:
@@ -188,17 +205,9 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             for th in args.threads:
                 fn = lambda v=validate: verify(*tt, uniforms=tu, validate=v)  # noqa: E731
                 entries.append((f"torch/{th}", validate, fn, th, cpu))
-            if args.compile:
-                fn = lambda v=validate: compiled(lambda: verify(*tt, uniforms=tu, validate=v))  # noqa: E731
-                entries.append(("compiled/1", validate, fn, 1, cpu))
-    if args.compile:  # the first call compiles (cached per dtype and mode afterwards): report it
-        for validate in (False, True):
-            t0 = time.perf_counter()
-            first = compiled(lambda v=validate: verify(*tt, uniforms=tu, validate=v))
-            print(f"  compiled path, validate={validate}: first call {time.perf_counter() - t0:.1f} s")
-            assert torch.equal(first.tokens, agree.tokens), "compiled and eager disagree: nothing is timed"
     cold = {i: [] for i in range(len(entries))}
     warm = {i: [] for i in range(len(entries))}
+    handoff = {i: [] for i in range(len(entries))}
     for _name, _v, fn, th, sync in entries:  # one untimed call each
         timed(fn, th, sync)
     for _ in range(args.repeat):
@@ -206,8 +215,10 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             _, _, fn, th, sync = entries[i]
             evict()
             sync()
-            cold[i].append(timed(fn, th, sync))
-            warm[i].append(timed(fn, th, sync))
+            took, handed = timed(fn, th, sync)
+            cold[i].append(took)
+            handoff[i].append(handed)
+            warm[i].append(timed(fn, th, sync)[0])
     stat = np.median if args.stat == "median" else np.min
     med_c = {i: float(stat(v)) for i, v in cold.items()}
     med_w = {i: float(stat(v)) for i, v in warm.items()}
@@ -231,7 +242,7 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
     numpy_f = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is False)
     numpy_t = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is True)
     print(f"  {'entry':<11} {'validate':>8} {'cold/bound':>10} {'warm/bound':>10} {'validate cost':>13} "
-          f"{'/numpy':>7} {'paired IQR':>10}")  # fmt: skip
+          f"{'/numpy':>7} {'paired IQR':>10}  {'hand-over':>9} {'/numpy without it':>17}")  # fmt: skip
     for i, (name, validate, *_rest) in enumerate(entries):
         if validate is None:
             continue
@@ -242,8 +253,13 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
         paired = np.array(cold[i]) / np.array(cold[base])  # same repeat: the same load on the machine
         q1, q3 = np.percentile(paired, [25, 75])
         spread = f"{q1:.2f}-{q3:.2f}" if i != base else ""
+        hand = np.array(handoff[i])
+        extra = ""
+        if hand.any():  # torch: the hand-over's share of the call, and the rest against NumPy
+            rest = float(np.median((np.array(cold[i]) - hand) / np.array(cold[base])))
+            extra = f"  {np.median(hand) / med_c[base]:>8.1%} {rest:>16.2f}x"
         print(f"  {name:<11} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
-              f"{cost:>13} {vs_np:>6.2f}x {spread:>10}")  # fmt: skip
+              f"{cost:>13} {vs_np:>6.2f}x {spread:>10}{extra}")  # fmt: skip
 
 
 def main() -> None:
@@ -252,7 +268,6 @@ def main() -> None:
     ap.add_argument("--sizes", default="64x32000,64x128256,256x128256", help="BxV,BxV,...")
     ap.add_argument("--threads", default="1,2", help="torch CPU thread counts to time")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--compile", action="store_true", help=f"also time the torch.compile pass ({COMPILE_ENV}=1)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="cpu: process CPU seconds, steadier on a shared machine (1-thread entries)")  # fmt: skip
     ap.add_argument("--stat", choices=["median", "min"], default="median",
@@ -276,6 +291,7 @@ def main() -> None:
               f"{numba_first_call()}); numpy-pure: {NUMBA_ENV}=0, the NumPy code only")  # fmt: skip
     else:
         print("numpy: Numba is not installed (or switched off): the NumPy passes")
+    spy_handoff()
     rng = np.random.default_rng(0)
     for size in args.sizes.split(","):
         B, V = (int(s) for s in size.split("x"))

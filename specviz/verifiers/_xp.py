@@ -40,7 +40,10 @@ class NumpyOps:
         self._ones_row32: np.ndarray | None = None
 
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
-        return np.asarray(x, dtype=dtype)
+        a = np.asarray(x, dtype=dtype)
+        if not a.dtype.isnative:  # the checks read float bit patterns in native byte order
+            a = a.astype(a.dtype.newbyteorder("="))
+        return a
 
     def arange(self, n: int) -> np.ndarray:
         return np.arange(n, dtype=np.int64)

@@ -417,42 +417,35 @@ def _numpy_twin(
     ``from_numpy`` for the results). A ``torch.Generator`` still draws the uniforms, in the
     same order and shapes as the torch code (``shapes(torch, tokens, counts)`` gives them, or
     None when the inputs are malformed: then the torch code runs and reports them). Half
-    precision (NumPy cannot view it), CUDA, mixed devices and the opt-in compiled pass
-    (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
+    precision (NumPy cannot view it), CUDA and mixed devices keep the torch code.
     """
-    if _sample.compile_opted_in():
-        return None
     t = sys.modules["torch"]
-    if draft is not None and not isinstance(draft, t.Tensor):
+    tensor = t.Tensor
+    if draft is not None and not isinstance(draft, tensor):
         return None
-    if not _sample._numpy_viewable(_Rows(target, None), None if draft is None else _Rows(draft, None)):
+    if not _sample._numpy_viewable(target, draft):
         return None  # half precision, mixed dtypes (or tests forcing the torch kernels on the CPU)
-    pair = isinstance(uniforms, tuple) and len(uniforms) == 2
-    if uniforms is not None and (not pair or rng is not None):
+    if uniforms is not None and (rng is not None or not (isinstance(uniforms, tuple) and len(uniforms) == 2)):
         return None  # malformed: the checks say so
-
-    def view(a: Any) -> Any:
-        if not isinstance(a, t.Tensor):
-            return a
-        try:
-            return a.numpy()
-        except RuntimeError:  # requires grad (anything else raises again and stays with torch)
-            return a.detach().numpy()
-
+    items = [target, draft, *others] if uniforms is None else [target, draft, *others, *uniforms]
     try:
-        args = [view(target), None if draft is None else view(draft), *(view(a) for a in others)]
-        if uniforms is not None:
-            uniforms = Uniforms(view(uniforms[0]), view(uniforms[1]))
-    except (RuntimeError, TypeError):  # a CUDA tensor, a conjugate view, ...
+        views = [a.numpy() if isinstance(a, tensor) else a for a in items]
+    except TypeError:  # a CUDA tensor
         return None
-    if uniforms is None:
-        sizes = shapes(t, *others)
-        if sizes is None:
+    except RuntimeError:  # requires grad; anything else (a conjugate view, ...) raises again: torch's code
+        try:
+            views = [a.detach().numpy() if isinstance(a, tensor) else a for a in items]
+        except (RuntimeError, TypeError):
             return None
-        ops = TorchOps(target.device)
-        accept_shape, B = sizes
-        uniforms = Uniforms(ops.uniforms(rng, accept_shape).numpy(), ops.uniforms(rng, (B,)).numpy())
-    return args, uniforms
+    n = 2 + len(others)
+    if uniforms is not None:
+        return views[:n], Uniforms(views[n], views[n + 1])
+    sizes = shapes(t, *others)
+    if sizes is None:
+        return None
+    ops = TorchOps(target.device)
+    accept_shape, B = sizes
+    return views, Uniforms(ops.uniforms(rng, accept_shape).numpy(), ops.uniforms(rng, (B,)).numpy())
 
 
 def _padded_shapes(t: Any, tokens: Any, counts: Any) -> tuple[tuple[int, int], int] | None:
@@ -473,7 +466,7 @@ def _flat_shapes(t: Any, tokens: Any, indptr: Any) -> tuple[tuple[int], int] | N
 
 def _to_torch(res: Verification) -> Verification:
     from_numpy = sys.modules["torch"].from_numpy
-    return Verification(*[from_numpy(np.ascontiguousarray(f)) for f in res])
+    return Verification._make([from_numpy(f) for f in res])  # the core's outputs are C-contiguous
 
 
 def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
@@ -482,11 +475,10 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
     Most such calls were handed to NumPy before their checks by :func:`_numpy_twin`; this
     catches the rest (a torch target with draft tokens given as a list or an array, say),
     after the checks. The uniforms were drawn by torch already, and the arithmetic is the
-    same, so are the tokens. Half precision (NumPy cannot view it), CUDA and the opt-in
-    compiled pass (``SPECVIZ_TORCH_COMPILE=1``) keep the torch code.
+    same, so are the tokens. Half precision (NumPy cannot view it) and CUDA keep the torch code.
     """
-    if ops.name != "torch" or ops.device_type != "cpu" or not _sample._numpy_viewable(P, Q) \
-            or _sample._compiled_wanted(P, Q):  # fmt: skip
+    if ops.name != "torch" or ops.device_type != "cpu" \
+            or not _sample._numpy_viewable(P.table, None if Q is None else Q.table):  # fmt: skip
         return _core(ops, P, Q, *args)
     t = ops.torch
 
