@@ -403,3 +403,34 @@ def test_a_deterministic_drafters_residual_row_is_sum_checked(monkeypatch, spy, 
         assert pure[0] == expect, (validate, pure)
         if expect == "raised":
             assert pure[1][0] == "target_probs" and "1.01" in pure[1][1]
+
+
+def test_numba_cache_dir_moves_the_compiled_loops_and_the_second_process_loads_them(tmp_path):
+    # README: the first call compiles into Numba's disk cache, NUMBA_CACHE_DIR moves it, and a
+    # later process loads the loops from there (it writes nothing new).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import numpy as np, specviz\n"
+        "from specviz.verifiers import _fused\n"
+        "assert _fused.enabled()\n"
+        "rng = np.random.default_rng(0)\n"
+        "for V in (5, 600):\n"
+        "    t = rng.random((4, 2, V)); t /= t.sum(-1, keepdims=True)\n"
+        "    d = rng.random((4, 1, V)); d /= d.sum(-1, keepdims=True)\n"
+        "    for validate in (True, False):\n"
+        "        specviz.verify(t, d, np.zeros((4, 1), int), np.ones(4, int), rng=rng, validate=validate)\n"
+    )
+    cache = tmp_path / "numba-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop(_fused.ENV, None)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300, cwd=tmp_path)
+    first = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert any(p.name.startswith("_fused_kernel") and p.suffix == ".nbi" for p in first), sorted(first)
+    assert any(p.suffix == ".nbc" for p in first)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300, cwd=tmp_path)
+    second = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert second == first  # loaded, not compiled again
