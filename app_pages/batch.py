@@ -207,7 +207,8 @@ with t:
             f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
             + (
                 " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
-                "views of the tensors (torch's own kernels were slower there)."
+                "views of the tensors (torch's own kernels were slower there); handing them over and the results "
+                "back (numpy() and from_numpy) is all that differs."
                 if x.backend == "PyTorch CPU"
                 else ""
             )
