@@ -282,7 +282,8 @@ def test_fault_entries_are_documented():
 @pytest.mark.parametrize("kernels", ["numpy_views", "torch"])
 @pytest.mark.parametrize("name", NEW)
 def test_new_bugs_give_the_same_tokens_on_numpy_and_torch(name, kernels, monkeypatch):
-    """Same explicit uniforms, same tokens: torch CPU tensors (NumPy views, or the torch kernels forced)."""
+    """Same explicit uniforms, same outputs, every field to the bit (float32 and float64 tables): torch CPU
+    tensors (NumPy views, or the torch kernels forced)."""
     torch = pytest.importorskip("torch")
     import specviz.verifiers._sample
 
@@ -294,11 +295,16 @@ def test_new_bugs_give_the_same_tokens_on_numpy_and_torch(name, kernels, monkeyp
     x, j = rng.integers(0, V, (B, K)), rng.integers(0, K + 1, B)
     u = Uniforms(rng.random((B, K)), rng.random(B))
     fn = BUGS[name].verifier
-    for q in (Q, None):
-        a = fn(P, q, x, j, uniforms=u)
-        t = fn(torch.tensor(P), None if q is None else torch.tensor(q), torch.tensor(x), torch.tensor(j),
-               uniforms=Uniforms(torch.tensor(u.accept), torch.tensor(u.sample)))  # fmt: skip
-        assert (np.asarray(t.tokens) == a.tokens).all() and (np.asarray(t.num_tokens) == a.num_tokens).all(), name
+    for dtype in (np.float64, np.float32):
+        p, qq = P.astype(dtype), Q.astype(dtype)
+        qq /= qq.sum(-1, keepdims=True)
+        p /= p.sum(-1, keepdims=True)
+        for q in (qq, None):
+            a = fn(p, q, x, j, uniforms=u)
+            t = fn(torch.tensor(p), None if q is None else torch.tensor(q), torch.tensor(x), torch.tensor(j),
+                   uniforms=Uniforms(torch.tensor(u.accept), torch.tensor(u.sample)))  # fmt: skip
+            for field, ours, theirs in zip(a._fields, a, t, strict=True):
+                np.testing.assert_array_equal(np.asarray(theirs), ours, err_msg=f"{name} {field} {dtype.__name__}")
 
 
 def test_the_real_shared_stream_end_to_end_follows_the_wrappers_exact_law():

@@ -28,6 +28,7 @@ law cannot be judged by sampling): ``inclusive_coin``, ``nan_row`` and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -45,8 +46,6 @@ COIN_CAP = 1.0 - 2.0**-53  # the largest float64 below 1: a coin rebuilt from a 
 
 
 def _is_torch(x: Any) -> bool:
-    import sys
-
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
@@ -62,13 +61,14 @@ def unprocess(rows: Array, settings: Settings) -> Array:
     if settings.top_k or settings.top_p < 1 or settings.min_p > 0 or settings.greedy:
         raise InputError("settings", "a temperature > 0 without filters (invertible)", repr(settings))
     T = float(settings.temperature)
-    if _is_torch(rows):
-        w = rows.double() ** T
-        return (w / w.sum(-1, keepdim=True)).to(rows.dtype)
-    r = np.asarray(rows, dtype=np.float64)
+    if _is_torch(rows):  # the same float64 arithmetic as NumPy's, so torch and NumPy get the same rows
+        raw = unprocess(rows.detach().cpu().double().numpy(), settings)
+        return sys.modules["torch"].from_numpy(raw).to(device=rows.device, dtype=rows.dtype)
+    r = np.asarray(rows)
+    dtype = r.dtype if r.dtype in (np.float32, np.float64) else np.float64
     with np.errstate(invalid="ignore", divide="ignore"):
-        w = r**T
-        return w / w.sum(-1, keepdims=True)
+        w = r.astype(np.float64) ** T
+        return (w / w.sum(-1, keepdims=True)).astype(dtype, copy=False)
 
 
 def q_unprocessed(
