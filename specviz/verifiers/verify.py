@@ -417,7 +417,8 @@ def _numpy_twin(
     ``from_numpy`` for the results). A ``torch.Generator`` still draws the uniforms, in the
     same order and shapes as the torch code (``shapes(torch, tokens, counts)`` gives them, or
     None when the inputs are malformed: then the torch code runs and reports them). Half
-    precision (NumPy cannot view it), CUDA and mixed devices keep the torch code.
+    precision (NumPy has no bfloat16; float16 stays with torch's upcasting kernels too), CUDA,
+    mixed dtypes and mixed devices keep the torch code.
     """
     t = sys.modules["torch"]
     tensor = t.Tensor
@@ -432,11 +433,8 @@ def _numpy_twin(
         views = [a.numpy() if isinstance(a, tensor) else a for a in items]
     except TypeError:  # a CUDA tensor
         return None
-    except RuntimeError:  # requires grad; anything else (a conjugate view, ...) raises again: torch's code
-        try:
-            views = [a.detach().numpy() if isinstance(a, tensor) else a for a in items]
-        except (RuntimeError, TypeError):
-            return None
+    except RuntimeError:  # requires grad, or a lazily negated or conjugated view
+        views = [_as_numpy(a) if isinstance(a, tensor) else a for a in items]
     n = 2 + len(others)
     if uniforms is not None:
         return views[:n], Uniforms(views[n], views[n + 1])
@@ -464,6 +462,12 @@ def _flat_shapes(t: Any, tokens: Any, indptr: Any) -> tuple[tuple[int], int] | N
     return (int(tokens.shape[0]),), int(indptr.shape[0]) - 1
 
 
+def _as_numpy(a: Any) -> np.ndarray:
+    """A CPU tensor as a NumPy array: a view, or a copy where torch holds a negation or a conjugation
+    still to apply (``numpy()`` refuses those, and tensors that require grad)."""
+    return a.detach().resolve_conj().resolve_neg().numpy()
+
+
 def _to_torch(res: Verification) -> Verification:
     from_numpy = sys.modules["torch"].from_numpy
     return Verification._make([from_numpy(f) for f in res])  # the core's outputs are C-contiguous
@@ -475,7 +479,7 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
     Most such calls were handed to NumPy before their checks by :func:`_numpy_twin`; this
     catches the rest (a torch target with draft tokens given as a list or an array, say),
     after the checks. The uniforms were drawn by torch already, and the arithmetic is the
-    same, so are the tokens. Half precision (NumPy cannot view it) and CUDA keep the torch code.
+    same, so are the tokens. Half precision (bfloat16 and float16) and CUDA keep the torch code.
     """
     if ops.name != "torch" or ops.device_type != "cpu" \
             or not _sample._numpy_viewable(P.table, None if Q is None else Q.table):  # fmt: skip
@@ -483,9 +487,9 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
     t = ops.torch
 
     def to_np(r: _Rows | None) -> _Rows | None:
-        return None if r is None else _Rows(r.table.detach().numpy(), None if r.start is None else r.start.numpy())
+        return None if r is None else _Rows(_as_numpy(r.table), None if r.start is None else _as_numpy(r.start))
 
-    conv = [a.detach().numpy() if isinstance(a, t.Tensor) else a for a in args]
+    conv = [_as_numpy(a) if isinstance(a, t.Tensor) else a for a in args]
     return _to_torch(_core(NumpyOps(), to_np(P), to_np(Q), *conv))
 
 
