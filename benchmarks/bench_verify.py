@@ -128,18 +128,19 @@ HANDOFF = [0.0]  # clock time spent handing torch CPU tensors to NumPy and back,
 def spy_handoff() -> None:
     """Time verify's hand-over of torch CPU tensors (``_numpy_twin`` in, ``_to_torch`` out).
 
-    In wall seconds whatever ``--clock`` says: a few dozen microseconds of one thread, for which
-    the CPU clock's system call would cost more than the wall clock's read.
+    With the clock that times the calls (``--clock``), so that the call minus its hand-over is
+    one clock's reading; the two extra readings per call (a system call each for the CPU clock,
+    under a microsecond warm) are counted in both.
     """
     for name in ("_numpy_twin", "_to_torch"):
         real = getattr(verify_mod, name)
 
         def wrapped(*a, _real=real):
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             try:
                 return _real(*a)
             finally:
-                HANDOFF[0] += time.perf_counter() - t0
+                HANDOFF[0] += CLOCK() - t0
 
         setattr(verify_mod, name, wrapped)
 
