@@ -214,3 +214,35 @@ def test_big_endian_tables_give_the_native_outputs_and_errors(V, bad, kind):
         assert native[0] == ("ok" if bad is None else "raised")
         assert result(p.astype(">" + kind), q.astype(">" + kind), validate) == native
         assert result(p.astype(">" + kind), q.astype("<" + kind), validate) == native
+
+
+def test_the_generator_draws_when_the_torch_code_draws(monkeypatch, handed):
+    # Bad inputs: the same error, and the torch.Generator left where the torch kernels leave it
+    # (a shape error stops before any draw; an id out of range is found after the draws). A
+    # wrong kind of rng is reported only for inputs that pass the shape checks.
+    target, draft, tokens, num, _, _ = batch()
+    bad_ids = tokens.copy()
+    bad_ids[0, 0], num[0] = V, max(num[0], 1)
+    cases = {"a short num_draft": (tokens, num[:-1]), "an id out of range": (bad_ids, num), "good": (tokens, num)}
+
+    def outcome(tok, n, rng):
+        try:
+            res = verify(t(target), t(draft), t(tok), t(n), rng=rng)
+            return "ok", res.tokens.tolist()
+        except InputError as e:
+            return "raised", e.argument
+
+    for name, (tok, n) in cases.items():
+        handed.clear()
+        gen = torch.Generator().manual_seed(3)
+        ours = outcome(tok, n, gen), gen.get_state()
+        assert handed == [True], name
+        with monkeypatch.context() as m:
+            m.setattr(sample_mod, "_numpy_viewable", lambda p, q: False)
+            gen = torch.Generator().manual_seed(3)
+            kernels = outcome(tok, n, gen), gen.get_state()
+        assert ours[0] == kernels[0], name
+        assert torch.equal(ours[1], kernels[1]), name
+        untouched = torch.equal(ours[1], torch.Generator().manual_seed(3).get_state())
+        assert untouched == (name == "a short num_draft"), name
+        assert outcome(tok, n, np.random.default_rng(0)) == ("raised", "num_draft" if n is not num else "rng")

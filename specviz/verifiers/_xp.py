@@ -282,6 +282,8 @@ class NumpyOps:
     def uniforms(self, rng: Any, shape: tuple[int, ...]) -> np.ndarray:
         if rng is None:
             rng = np.random.default_rng()
+        if isinstance(rng, TorchDraws):
+            return rng.random(shape)
         if not isinstance(rng, np.random.Generator):
             raise _rng_error(rng, "a numpy.random.Generator for NumPy inputs")
         return rng.random(shape)
@@ -491,6 +493,23 @@ class TorchOps:
         # Draw on the generator's own device, then move: a CPU generator may drive CUDA inputs.
         u = t.rand(shape, generator=rng, dtype=t.float64, device=rng.device)
         return u.to(self.device)
+
+
+class TorchDraws:
+    """The uniforms of torch inputs, for the NumPy code that verifies torch CPU tensors.
+
+    ``rng`` is what the caller passed with the tensors (a ``torch.Generator``, None for a fresh
+    one, or anything else, which :meth:`TorchOps.uniforms` refuses when it is first asked to
+    draw). Each :meth:`random` call draws what :meth:`TorchOps.uniforms` draws for ``shape``,
+    as a NumPy float64 array.
+    """
+
+    def __init__(self, rng: Any, device: Any) -> None:
+        self.rng = rng
+        self.ops = TorchOps(device)
+
+    def random(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.ops.uniforms(self.rng, shape).numpy()
 
 
 @functools.lru_cache(maxsize=64)

@@ -53,7 +53,7 @@ import numpy as np
 from ..errors import InputError
 from . import _fused, _sample
 from . import _validate as check
-from ._xp import NumpyOps, TorchOps, is_torch, ops_for
+from ._xp import NumpyOps, TorchDraws, TorchOps, is_torch, ops_for
 
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
@@ -239,10 +239,10 @@ def verify_with_rule(
     """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     twin = None
     if is_torch(target_probs):
-        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms, _padded_shapes)
+        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms)
     if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
-        args, uniforms = twin
-        return _to_torch(verify_with_rule(*args, uniforms=uniforms, validate=validate, rule=rule))
+        args, rng, uniforms = twin
+        return _to_torch(verify_with_rule(*args, rng=rng, uniforms=uniforms, validate=validate, rule=rule))
     ops = ops_for(target_probs)
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
@@ -305,10 +305,10 @@ def verify_flat(
     """
     twin = None
     if is_torch(target_probs):
-        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms, _flat_shapes)
+        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms)
     if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
-        args, uniforms = twin
-        return _to_torch(verify_flat(*args, uniforms=uniforms, validate=validate))
+        args, rng, uniforms = twin
+        return _to_torch(verify_flat(*args, rng=rng, uniforms=uniforms, validate=validate))
     ops = ops_for(target_probs)
     P = check.as_array(ops, target_probs, "target_probs")
     x_flat = check.as_array(ops, draft_tokens, "draft_tokens")
@@ -406,19 +406,19 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
     )
 
 
-def _numpy_twin(
-    target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any, shapes: Any
-) -> tuple[list, Any] | None:
-    """Torch CPU float32/float64 inputs as NumPy views, with the uniforms drawn by torch; else None.
+def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> tuple[list, Any, Any] | None:
+    """Torch CPU float32/float64 inputs as NumPy views, with the rng or uniforms to pass on; else None.
 
     Torch's per-call cost (~5 us on the CPU, dozens of calls per verification, checks
     included) made the same code slower than NumPy on the same inputs, so such calls run the
     NumPy code from the start, touching torch as little as possible (each tensor's ``numpy()``;
-    ``from_numpy`` for the results). A ``torch.Generator`` still draws the uniforms, in the
-    same order and shapes as the torch code (``shapes(torch, tokens, counts)`` gives them, or
-    None when the inputs are malformed: then the torch code runs and reports them). Half
+    ``from_numpy`` for the results). Without uniforms, a ``torch.Generator`` (or a fresh one)
+    still draws them, wrapped in :class:`~specviz.verifiers._xp.TorchDraws`: the NumPy code
+    draws when and as the torch code would (after the input checks; accept, then sample), so
+    the tokens, the errors and the generator's state afterwards are the torch code's. Half
     precision (NumPy has no bfloat16; float16 stays with torch's upcasting kernels too), CUDA,
-    mixed dtypes and mixed devices keep the torch code.
+    mixed dtypes and mixed devices keep the torch code, and so do malformed uniforms (the torch
+    code reports them).
     """
     t = sys.modules["torch"]
     tensor = t.Tensor
@@ -437,29 +437,8 @@ def _numpy_twin(
         views = [_as_numpy(a) if isinstance(a, tensor) else a for a in items]
     n = 2 + len(others)
     if uniforms is not None:
-        return views[:n], Uniforms(views[n], views[n + 1])
-    sizes = shapes(t, *others)
-    if sizes is None:
-        return None
-    ops = TorchOps(target.device)
-    accept_shape, B = sizes
-    return views, Uniforms(ops.uniforms(rng, accept_shape).numpy(), ops.uniforms(rng, (B,)).numpy())
-
-
-def _padded_shapes(t: Any, tokens: Any, counts: Any) -> tuple[tuple[int, int], int] | None:
-    """The uniforms' shapes for padded (B, K) draft tokens: ((B, K), B)."""
-    if not isinstance(tokens, t.Tensor) or tokens.ndim != 2:
-        return None
-    return (int(tokens.shape[0]), int(tokens.shape[1])), int(tokens.shape[0])
-
-
-def _flat_shapes(t: Any, tokens: Any, indptr: Any) -> tuple[tuple[int], int] | None:
-    """The uniforms' shapes for flat (N,) draft tokens and (B+1,) offsets: ((N,), B)."""
-    if not (isinstance(tokens, t.Tensor) and tokens.ndim == 1 and isinstance(indptr, t.Tensor)):
-        return None
-    if indptr.ndim != 1 or int(indptr.shape[0]) < 1:
-        return None
-    return (int(tokens.shape[0]),), int(indptr.shape[0]) - 1
+        return views[:n], None, Uniforms(views[n], views[n + 1])
+    return views, TorchDraws(rng, target.device), None
 
 
 def _as_numpy(a: Any) -> np.ndarray:
