@@ -65,7 +65,7 @@ def unprocess(rows: Array, settings: Settings) -> Array:
         raw = unprocess(rows.detach().cpu().double().numpy(), settings)
         return sys.modules["torch"].from_numpy(raw).to(device=rows.device, dtype=rows.dtype)
     r = np.asarray(rows)
-    dtype = r.dtype if r.dtype in (np.float32, np.float64) else np.float64
+    dtype = r.dtype if r.dtype.kind == "f" else np.float64
     with np.errstate(invalid="ignore", divide="ignore"):
         w = r.astype(np.float64) ** T
         return (w / w.sum(-1, keepdims=True)).astype(dtype, copy=False)

@@ -456,9 +456,9 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
     """:func:`_core`; torch CPU float32/float64 tensors run it through NumPy on zero-copy views.
 
     Most such calls were handed to NumPy before their checks by :func:`_numpy_twin`; this
-    catches the rest (a torch target with draft tokens given as a list or an array, say),
-    after the checks. The uniforms were drawn by torch already, and the arithmetic is the
-    same, so are the tokens. Half precision (bfloat16 and float16) and CUDA keep the torch code.
+    catches the rest (a torch target with a NumPy draft table, say), after the checks. The
+    uniforms were drawn by torch already, and the arithmetic is the same, so are the tokens.
+    Half precision (bfloat16 and float16) and CUDA keep the torch code.
     """
     if ops.name != "torch" or ops.device_type != "cpu" \
             or not _sample._numpy_viewable(P.table, None if Q is None else Q.table):  # fmt: skip
