@@ -20,8 +20,9 @@ ratios to the bound, validate=True over validate=False, torch over NumPy (the ra
 medians, and the interquartile range of the per-repeat ratios: both calls in one repeat share
 the machine's load), and for torch the hand-over (``numpy()`` on the inputs, ``from_numpy`` on
 the outputs: a fixed cost) as a share of the NumPy call, and torch over NumPy without it.
-numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0). Before anything
-is timed, NumPy and torch must return identical tokens on the inputs.
+numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0); kernels/N is torch
+CPU tensors on torch's own kernels (the code CUDA runs) instead of the NumPy code. Before anything
+is timed, NumPy and torch (both ways) must return identical tokens on the inputs.
 
 On CUDA (``--device cuda``) the entries are torch-cuda verify and a torch-cuda read pass;
 the output adds the achieved bandwidth (must-read bytes / time) as a fraction of the device's
@@ -41,6 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import specviz.verifiers._sample as sample_mod  # noqa: E402
 import specviz.verifiers.verify as verify_mod  # noqa: E402
 from specviz import Uniforms, verify  # noqa: E402
 from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
@@ -119,6 +121,16 @@ def numba_first_call() -> str:
     return f"first call in a new process {out[0]:.1f} s with an empty Numba cache, {out[1]:.1f} s with it"
 
 
+def torch_kernels(fn):
+    """Run fn with torch CPU tensors on torch's own kernels (the code CUDA runs), not the NumPy code."""
+    real = sample_mod._numpy_viewable
+    sample_mod._numpy_viewable = lambda p, q: False
+    try:
+        return fn()
+    finally:
+        sample_mod._numpy_viewable = real
+
+
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process)
 
 
@@ -179,6 +191,8 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
     tu = Uniforms(*(torch.from_numpy(a) for a in u))
     agree = verify(*tt, uniforms=tu, validate=False)
     assert np.array_equal(agree.tokens.numpy(), ref.tokens), "NumPy and torch disagree: nothing is timed"
+    kernels = torch_kernels(lambda: verify(*tt, uniforms=tu, validate=False))
+    assert np.array_equal(kernels.tokens.numpy(), ref.tokens), "NumPy and torch's kernels disagree: nothing is timed"
     rejected = int((ref.num_accepted < K).sum())
     measured_acc = float(ref.num_accepted.sum() / (ref.num_accepted + (ref.num_accepted < K)).sum())
     n_bytes = (B + rejected) * V * 4
@@ -210,6 +224,8 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             for th in args.threads:
                 fn = lambda v=validate: verify(*tt, uniforms=tu, validate=v)  # noqa: E731
                 entries.append((f"torch/{th}", validate, fn, th, cpu))
+                fn = lambda v=validate: torch_kernels(lambda: verify(*tt, uniforms=tu, validate=v))  # noqa: E731
+                entries.append((f"kernels/{th}", validate, fn, th, cpu))
     cold = {i: [] for i in range(len(entries))}
     warm = {i: [] for i in range(len(entries))}
     handoff = {i: [] for i in range(len(entries))}
@@ -260,7 +276,7 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
         spread = f"{q1:.2f}-{q3:.2f}" if i != base else ""
         hand = np.array(handoff[i])
         extra = ""
-        if hand.any():  # torch: the hand-over's share of the call, and the rest against NumPy
+        if name.startswith("torch/"):  # the hand-over's share of the call, and the rest against NumPy
             rest = float(np.median((np.array(cold[i]) - hand) / np.array(cold[base])))
             extra = f"  {np.median(hand) / med_c[base]:>8.1%} {rest:>16.2f}x"
         print(f"  {name:<11} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
