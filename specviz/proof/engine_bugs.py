@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from ..verifiers._xp import is_torch
 from ..verifiers.processing import Settings
 from ..verifiers.verify import Rule, Uniforms, Verification, rule_verifier, verify
 
@@ -43,11 +44,6 @@ Array = Any  # numpy.ndarray or torch.Tensor
 REQUEST = Settings(temperature=0.5)  # the request whose settings target_unprocessed ignores
 DRAFTER = Settings(temperature=0.5)  # the drafter's settings, whose processing q_unprocessed forgets
 COIN_CAP = 1.0 - 2.0**-53  # the largest float64 below 1: a coin rebuilt from a CDF may round up to 1
-
-
-def _is_torch(x: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def unprocess(rows: Array, settings: Settings) -> Array:
@@ -61,7 +57,7 @@ def unprocess(rows: Array, settings: Settings) -> Array:
     if settings.top_k or settings.top_p < 1 or settings.min_p > 0 or settings.greedy:
         raise InputError("settings", "a temperature > 0 without filters (invertible)", repr(settings))
     T = float(settings.temperature)
-    if _is_torch(rows):  # the same float64 arithmetic as NumPy's, so torch and NumPy get the same rows
+    if is_torch(rows):  # the same float64 arithmetic as NumPy's, so torch and NumPy get the same rows
         raw = unprocess(rows.detach().cpu().double().numpy(), settings)
         return sys.modules["torch"].from_numpy(raw).to(device=rows.device, dtype=rows.dtype)
     r = np.asarray(rows)
@@ -113,7 +109,7 @@ def drafter_coins(draft_probs: Array | None, draft_tokens: Array, v: Array) -> A
     """
     if draft_probs is None:
         return v
-    if _is_torch(draft_probs):
+    if is_torch(draft_probs):
         import torch
 
         q = draft_probs.double()
@@ -142,9 +138,9 @@ def shared_noise_stream(
     """Each draft's acceptance coin is the uniform the drafter drew it with (see :func:`drafter_coins`);
     ``uniforms.accept`` (or the generator) supplies the fresh v behind it, ``uniforms.sample`` the draw."""
     if uniforms is None:
-        x = np.asarray(draft_tokens) if not _is_torch(draft_tokens) else draft_tokens
+        x = np.asarray(draft_tokens) if not is_torch(draft_tokens) else draft_tokens
         B, K = int(x.shape[0]), int(x.shape[1])
-        if _is_torch(target_probs):
+        if is_torch(target_probs):
             import torch
 
             gen = rng if rng is not None else torch.Generator()

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from ._xp import is_torch
 from .verify import Uniforms, Verification, verify
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -79,13 +80,6 @@ class Settings:
 DEFAULT = Settings()
 
 
-def _is_torch(x: Any) -> bool:
-    import sys
-
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
 def process_logits(logits: Array, settings: Settings = DEFAULT) -> Array:
     """The probabilities plain decoding with ``settings`` samples from.
 
@@ -105,7 +99,7 @@ def process_logits(logits: Array, settings: Settings = DEFAULT) -> Array:
     """
     if not isinstance(settings, Settings):
         raise InputError("settings", "a specviz.verifiers.processing.Settings", type(settings).__name__)
-    if _is_torch(logits):
+    if is_torch(logits):
         import torch
 
         out = _process_np(logits.detach().to("cpu", torch.float64).numpy(), settings)
@@ -170,7 +164,7 @@ def _mass_above(probs: np.ndarray) -> np.ndarray:
 
 def removed(logits: Array, settings: Settings) -> np.ndarray:
     """(..., V) bool: tokens the raw softmax gives mass to and ``settings`` remove."""
-    z = np.asarray(logits.detach().cpu() if _is_torch(logits) else logits, dtype=np.float64)
+    z = np.asarray(logits.detach().cpu() if is_torch(logits) else logits, dtype=np.float64)
     return (z > -np.inf) & (np.asarray(process_logits(z, settings)) == 0)
 
 
