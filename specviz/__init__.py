@@ -9,7 +9,26 @@ from .verifiers.sample_match import verify_sample_match
 from .verifiers.tree import TreeVerification, verify_tree, verify_tree_chain
 from .verifiers.verify import PAD_TOKEN, Uniforms, Verification, verify, verify_flat, verify_greedy
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The version pyproject.toml declares: from the installed metadata, or (run from a checkout
+    without installing) from pyproject.toml itself, so the number is written in one place only."""
+    from importlib import metadata
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if pyproject.is_file():  # a checkout: its pyproject.toml is the truth, even if an older wheel is installed
+        import tomllib
+
+        with pyproject.open("rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+    try:
+        return metadata.version("specviz")
+    except metadata.PackageNotFoundError:  # pragma: no cover - neither installed nor a checkout
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "PAD_TOKEN",

@@ -150,10 +150,17 @@ def _csv(value: str | None, every: Sequence[str] = tuple(BUGS)) -> list[str] | N
     return list(every) if value == "all" else [v.strip() for v in value.split(",") if v.strip()]
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     # "specviz" when run as the installed console command, "python -m specviz" otherwise.
     prog = "python -m specviz" if sys.argv[0].endswith("__main__.py") else "specviz"
     ap = argparse.ArgumentParser(prog=prog, description="specviz: lossless speculative sampling")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="run the end-to-end proof suite", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip

@@ -1,0 +1,45 @@
+"""Release basics: one version source, ``specviz --version``, the licence shipped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import specviz
+from specviz import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _declared() -> str:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
+def test_version_comes_from_pyproject():
+    assert specviz.__version__ == _declared()
+    # written once: no other file of the package spells the number out
+    hits = [p for p in (ROOT / "specviz").rglob("*.py") if f'"{_declared()}"' in p.read_text()]
+    assert hits == []
+
+
+def test_version_flag_exits_0_and_prints_the_version(capsys):
+    try:
+        cli.main(["--version"])
+    except SystemExit as e:
+        assert e.code == 0
+    assert capsys.readouterr().out.strip().endswith(_declared())
+
+
+def test_python_m_specviz_version():
+    out = subprocess.run([sys.executable, "-m", "specviz", "--version"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"python -m specviz {_declared()}"
+
+
+def test_licence_and_changelog_ship():
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert f"## {_declared()}" in (ROOT / "CHANGELOG.md").read_text()
+    assert (ROOT / "specviz" / "py.typed").exists()
