@@ -17,6 +17,12 @@ server. Figures:
   Bug lab with fresh seeds (bounded by time and by a cap on rounds).
 
 --batch-cap times one Batch click at the row cap and one at the element cap (limits.py).
+
+--cpu measures what each action costs the server in CPU seconds (/proc/PID/stat, user + system,
+every thread), one visitor at a time: a fresh load of every page at default settings and a
+Bug-lab click, beside the same figure for a hello-world app (benchmarks/hello.py) served with
+the same flags in the same run: that is Streamlit's own floor, and the ratio is what the app adds.
+The machine may be shared: every figure is printed with the load average beside it.
 Loopback only, every count and duration bounded; printed as medians and p95 with the bound
 or baseline they are compared with.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -116,6 +123,16 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
+def load_average() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
 def p95(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
@@ -124,7 +141,46 @@ def p95(xs: list[float]) -> float:
 def show(name: str, xs: list[float], baseline: float | None = None) -> None:
     med = statistics.median(xs)
     ratio = f"{med / baseline:9.2f}" if baseline else f"{'':9s}"
-    print(f"{name:52s} {len(xs):5d} {med:9.2f} {p95(xs):8.2f} {ratio}")
+    print(f"{name:52s} {len(xs):5d} {med:9.2f} {p95(xs):8.2f} {ratio}  load {load_average()}")
+
+
+SETTLE_S = 0.5  # after the last action of a measurement: the server finishes closing sessions
+
+
+async def cpu_of(pid: int, actions: list) -> tuple[float, list[float]]:
+    """Server CPU seconds per action and the wall times of ``actions`` (coroutines), run one by one."""
+    before = cpu_s(pid)
+    walls = [await a for a in actions]
+    await asyncio.sleep(SETTLE_S)
+    return (cpu_s(pid) - before) / len(walls), walls
+
+
+async def cpu_table(url: str, pid: int, floor_url: str, floor_pid: int, repeats: int) -> None:
+    """Per page and per click: server CPU per action beside the hello-world floor, one visitor at a time."""
+    for _ in range(3):  # warm-up
+        await fresh_load(floor_url, "")
+    floor, floor_walls = await cpu_of(floor_pid, [fresh_load(floor_url, "") for _ in range(repeats)])
+    print(f"{'action (one visitor at a time)':40s} {'n':>3s} {'wall med s':>10s} {'CPU s':>7s} {'/ floor':>8s}  load")
+    print(f"{'hello-world app (the floor)':40s} {repeats:3d} {statistics.median(floor_walls):10.3f} {floor:7.3f} "
+          f"{1.0:8.2f}  {load_average()}")  # fmt: skip
+    for page in browser.PAGES:
+        for _ in range(2):  # this page's first runs: imports, caches
+            await fresh_load(url, page)
+        cpu, walls = await cpu_of(pid, [fresh_load(url, page) for _ in range(repeats)])
+        print(f"{'page load, ' + (page or 'home'):40s} {repeats:3d} {statistics.median(walls):10.3f} {cpu:7.3f} "
+              f"{cpu / floor:8.2f}  {load_average()}")  # fmt: skip
+    await bug_lab_visitor(url, 90_000)  # warm-up of the click
+    visitors = []
+    for i in range(repeats):
+        v = Visitor(url)
+        await v.open()
+        await v.load("bug-lab", {"seed": str(90_001 + i)})  # a fresh seed: the cache cannot answer
+        visitors.append(v)
+    cpu, walls = await cpu_of(pid, [v.click("Run the test", "Verdict:") for v in visitors])
+    for v in visitors:
+        await v.close()
+    print(f"{'Bug-lab run (N = 100,000, fresh seed)':40s} {repeats:3d} {statistics.median(walls):10.3f} {cpu:7.3f} "
+          f"{cpu / floor:8.2f}  {load_average()}")  # fmt: skip
 
 
 async def fresh_load(url: str, page: str, query: dict[str, str] | None = None) -> float:
@@ -219,8 +275,19 @@ def main() -> None:
     ap.add_argument("--soak-s", type=float, default=60.0)
     ap.add_argument("--batch-cap", action="store_true", help="also time a Batch click at each cap")
     ap.add_argument("--only-loads", action="store_true", help="just the single-visitor and concurrent page loads")
+    ap.add_argument("--cpu", action="store_true", help="only the server CPU per page load and click, with the floor")
+    ap.add_argument("--repeats", type=int, default=5, help="actions per --cpu figure")
     ap.add_argument("--server-args", default="", help="flags for streamlit run, e.g. '--server.fileWatcherType auto'")
     args = ap.parse_args()
+    if args.cpu:
+        extra = args.server_args.split()
+        with browser.streamlit_server(extra_args=extra) as url, browser.streamlit_server(
+            extra_args=extra, script="benchmarks/hello.py"
+        ) as floor_url:
+            print(f"app {url}, floor {floor_url}, flags {extra or 'from .streamlit/config.toml'}")
+            repeats = max(1, min(args.repeats, 50))
+            asyncio.run(cpu_table(url, browser.server_pid(url), floor_url, browser.server_pid(floor_url), repeats))
+        return
     with browser.streamlit_server(extra_args=args.server_args.split()) as url:
         pid = browser.server_pid(url)
         try:

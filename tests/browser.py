@@ -75,11 +75,16 @@ def server_pid(url: str) -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 60.0, extra_args: Sequence[str] = ()) -> Iterator[str]:
-    """Start `streamlit run app.py` (with ``extra_args``) on a free loopback port; yield its base URL."""
+def streamlit_server(timeout: float = 60.0, extra_args: Sequence[str] = (), script: str = "app.py") -> Iterator[str]:
+    """Start `streamlit run <script>` (with ``extra_args``) on a free loopback port; yield its base URL.
+
+    ``script`` is relative to the repository root, which is the server's working directory, so
+    any script (benchmarks/hello.py, the floor load.py measures against) reads the same
+    .streamlit/config.toml as the app.
+    """
     port = free_port()
     # No --server.address: .streamlit/config.toml's loopback default is what the tests exercise.
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra_args]  # fmt: skip
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # The server's log goes to a file, not a pipe: a pipe nobody reads fills up and stalls a long run.
