@@ -13,9 +13,12 @@ then).
 
 The steps, applied in this order (each to the renormalized result of the previous one):
 
-1. **temperature** T: softmax(logits / T). T = 0 is greedy: all mass on the argmax, the
-   lowest token id among ties (as :func:`specviz.verify_greedy` does); the filters below then
-   have nothing left to remove.
+1. **temperature** T: softmax(logits / T), computed as softmax((logits - max) / T) so that
+   huge logits and tiny temperatures stay finite (a gap too large for float64 gives
+   probability 0). T = 0 is greedy: all mass on the argmax, the lowest token id among ties
+   (as :func:`specviz.verify_greedy` does); the filters below then have nothing left to
+   remove. A positive T so small that every gap overflows (1e-320) is the limit T -> 0+:
+   the mass is shared equally by the tokens tied at the maximum, not given to the lowest id.
 2. **top-k** k: keep the tokens whose logit is at least the k-th largest; ties at the k-th
    value are all kept (so more than k tokens may survive). k = 0 or k >= V keeps everything.
 3. **top-p** P: keep token x iff the probability of the tokens *strictly more likely* than x
@@ -122,7 +125,11 @@ def _process_np(z: np.ndarray, s: Settings) -> np.ndarray:
     V = z.shape[-1]
     if s.greedy:
         return np.eye(V)[np.argmax(z, axis=-1)]  # argmax: the lowest id among ties
-    z = np.where(alive, z / s.temperature, -np.inf)
+    # The maximum first: z - max is <= 0, so dividing by any T > 0 (even a subnormal one such
+    # as 1e-320) gives a value in [-inf, 0] and never inf - inf = NaN. A gap that overflows
+    # is -inf: probability 0, the limit of softmax((z - max) / T) as the gap grows.
+    with np.errstate(over="ignore"):
+        z = np.where(alive, (z - z.max(-1, keepdims=True)) / s.temperature, -np.inf)  # (..., V) <= 0
     if 0 < s.top_k < V:
         kth = -np.partition(-z, s.top_k - 1, axis=-1)[..., s.top_k - 1 : s.top_k]  # (..., 1) k-th largest
         z = np.where(z >= kth, z, -np.inf)
