@@ -551,10 +551,12 @@ WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "ni
 
 
 def test_readme_figures():
+    import prose  # tests/ is on the path: README.md and docs/*.md
+
     from specviz import PAD_TOKEN
     from specviz.proof import stats
 
-    text = (ROOT / "README.md").read_text()
+    text = prose.text()
     (n,) = grab(r"Each case generates N = ([0-9,]+) sequences", text)
     assert int(n.replace(",", "")) == prove.DEFAULT_N
     (alpha,) = grab(rf"chi-square at level ({NUMBER})", text)
@@ -607,7 +609,9 @@ def test_design_document_names_what_exists_and_states_true_figures():
 
 
 def test_readme_counts_the_default_prove_run():
-    text = " ".join((ROOT / "README.md").read_text().split())
+    import prose
+
+    text = prose.one_line()
     scs, bug_cases = grab(r"The default run \((\d+) scenarios, (\d+) bug cases\)", text)
     cases = prove.plan()
     assert int(scs) == len(prove.SCENARIOS) == sum(c.bug is None for c in cases)
@@ -709,9 +713,11 @@ def test_engine_bug_position_laws_match_enumeration():
 
 
 def test_readme_lists_the_whole_bug_catalogue():
+    import prose
+
     from specviz.proof import engine_bugs
 
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = prose.one_line()
     start = text.index("**The bug catalogue**")
     section = text[start : text.index("**Other kinds of verifier.**")]
     for name in list(BUGS) + list(engine_bugs.FAULTS):

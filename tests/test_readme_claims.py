@@ -1,4 +1,4 @@
-"""Figures README states about the pages, the caps and the proof suite, recomputed from the code.
+"""Figures README and docs/ state about the pages, the caps and the proof suite, recomputed from the code.
 
 Each test reads the number out of README's text and computes it; a changed default or a
 changed figure makes it fail (the screenshot captions quote what the pages show).
@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import prose  # tests/ is on the path (see conftest)
 import pytest
 
 from specviz.app import limits, settings_demo, text
@@ -18,7 +19,7 @@ from specviz.proof.bugs import BUGS
 from specviz.verifiers.processing import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-README = " ".join((ROOT / "README.md").read_text().split())  # one line: wrapping does not matter
+README = prose.one_line()  # README.md and docs/*.md on one line: wrapping does not matter
 
 
 def grab(pattern: str) -> tuple[str, ...]:

@@ -1,0 +1,38 @@
+"""Every Python code block of README.md and docs/*.md runs as pasted, each in a fresh namespace."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import prose  # tests/ is on the path
+import pytest
+
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+BLOCKS = [(p, i, code) for p in prose.PAGES for i, code in enumerate(BLOCK.findall(p.read_text()))]
+
+
+def test_the_docs_have_python_blocks_to_run():
+    pages = {p.name for p, _, _ in BLOCKS}
+    assert {"README.md", "models.md"} <= pages, pages
+
+
+@pytest.mark.parametrize(("page", "index", "code"), BLOCKS, ids=[f"{p.name}#{i}" for p, i, _ in BLOCKS])
+def test_block_runs(page, index, code, monkeypatch):
+    monkeypatch.chdir(prose.ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"{page.name} block {index}", "exec"), {"__name__": f"docs_block_{index}"})
+
+
+def test_the_readme_example_prints_padded_tokens():
+    # The README's ten lines print tokens padded with -1 and a count per row that is accepted + 1.
+    readme = next(code for p, _, code in BLOCKS if p.name == "README.md")
+    env: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(readme, "README.md", "exec"), env)
+    res = env["res"]
+    assert (res.num_tokens == res.num_accepted + 1).all()
+    for b, n in enumerate(res.num_tokens):
+        assert (res.tokens[b, :n] >= 0).all() and (res.tokens[b, n:] == -1).all()
