@@ -39,6 +39,7 @@ PAGES = [
     st.Page("app_pages/settings.py", title="Sampling settings", icon=":material/tune:", url_path="sampling-settings"),
     st.Page("app_pages/interview.py", title="Interview walkthrough", icon=":material/school:", url_path="interview"),
     st.Page("app_pages/text.py", title="Real text", icon=":material/edit_note:", url_path="real-text"),
+    st.Page("app_pages/one_round.py", title="One round, step by step", icon=":material/casino:", url_path="one-round"),
 ]
 
 page = st.navigation(PAGES)

@@ -1,0 +1,141 @@
+"""One round, step by step: the drafts, each coin against p/q, the residual or the bonus; Step and Play."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz import InputError
+from specviz.app import lesson_figures, links, presenter
+from specviz.app import one_round as rd
+from specviz.proof.bugs import BUGS
+
+S = "round."
+TICK_S = 1.0  # Play: one tick a second, each adding rd.next_rounds' worth of rounds
+PARAMS = [
+    links.choice_param("preset", "reference", rd.PRESETS),
+    links.int_param("K", 3, 1, rd.MAX_K),
+    links.int_param("seed", 0, 0, 2**32 - 1),
+    links.int_param("rounds", 1, 1, rd.MAX_ROUNDS),
+    links.bool_param("compare", False),
+    links.choice_param("mistake", rd.MISTAKES[0], rd.MISTAKES),
+]
+
+
+def step() -> None:
+    st.session_state[S + "rounds"] = min(rd.MAX_ROUNDS, int(st.session_state[S + "rounds"]) + 1)
+    st.session_state[S + "playing"] = False
+
+
+def toggle_play() -> None:
+    st.session_state[S + "playing"] = not st.session_state.get(S + "playing", False)
+
+
+def reset() -> None:
+    st.session_state[S + "rounds"] = 1
+    st.session_state[S + "playing"] = False
+
+
+def emitted(trace: rd.RoundTrace) -> str:
+    return f"Emitted {len(trace.tokens)} token(s): {', '.join(str(t) for t in trace.tokens)} ({trace.kind} last)"
+
+
+link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+
+st.title("One round, step by step")
+st.caption(
+    "K drafts come from q. Each draft's coin u lands on [0, 1): below min(1, p/q) the draft is kept, above it the "
+    "round stops and one token is drawn from the residual max(0, p − q), normalized; if every draft is kept, a bonus "
+    "token comes from p. Every round's tokens join the histogram, which converges to p."
+)
+for note in link_notes:
+    st.warning(note, icon=":material/link:")
+
+c = st.columns([1.2, 1, 1, 1.1, 1.6])
+c[0].selectbox("p and q", rd.PRESETS, key=S + "preset")
+c[1].slider("drafts K", 1, rd.MAX_K, key=S + "K")
+c[2].number_input("seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
+c[3].toggle("Mistake beside it", key=S + "compare", help="The same coins through a verifier with one step swapped.")
+c[4].selectbox("mistake", rd.MISTAKES, key=S + "mistake", disabled=not st.session_state[S + "compare"],
+               format_func=lambda n: f"{n}: {BUGS[n].title}")  # fmt: skip
+playing = bool(st.session_state.get(S + "playing", False))
+b = st.columns([1, 1, 1, 3])
+b[0].button("Step", type="primary", key=S + "step", on_click=step, help="Play one more round.")
+b[1].button("Pause" if playing else "Play", key=S + "play", on_click=toggle_play)
+b[2].button("Reset", key=S + "reset", on_click=reset)
+
+
+def single(p, q, rounds: int, tr: rd.RoundTrace, t: rd.Tally) -> None:
+    left, right = st.columns([1, 1], gap="large")
+    with left:
+        fig = lesson_figures.coin_lines(tr.steps, f"Round {rounds}: each coin against p/q")
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
+        fig = lesson_figures.last_draw(tr.dist, tr.u, tr.last, tr.kind)
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "draw")
+        st.markdown(emitted(tr))
+    with right:
+        fig = lesson_figures.round_histogram(p, t.counts, f"All tokens of {rounds:,} rounds against p")
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist")
+        if t.test is not None:
+            st.caption(f"Chi-square against p: statistic {t.test.statistic:.2f} on {t.test.dof} degrees of freedom, "
+                       f"p-value {t.test.p_value:.3g} (the critical value at α = {t.test.alpha:g} is "
+                       f"{t.test.critical_value:.2f}).")  # fmt: skip
+
+
+def side_by_side(p, q, coins: rd.Coins, rule, bad, rounds: int, tr: rd.RoundTrace, t: rd.Tally, mistake: str) -> None:
+    bt = rd.trace(p, q, coins, bad, rounds - 1, rule=False)
+    part = rd.parting(rule, bad, rounds)
+    if part.round is None:
+        st.info(f"On these {rounds:,} rounds the rule and {mistake} emitted the same tokens: keep playing.",
+                icon=":material/compare_arrows:")  # fmt: skip
+    else:
+        st.warning(f"The two first part in round {part.round + 1}, at emitted token {part.position + 1}; "
+                   f"{part.rounds_differing:,} of {rounds:,} rounds differ.", icon=":material/call_split:")  # fmt: skip
+    sides = (("the rule", tr, t), (mistake, bt, rd.tally(p, q, bad, rounds)))
+    for col, (name, trc, tal) in zip(st.columns(2, gap="large"), sides, strict=True):
+        with col:
+            fig = lesson_figures.coin_lines(trc.steps, f"Round {rounds}, {name}")
+            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins." + name)
+            st.markdown(emitted(trc))
+            fig = lesson_figures.round_histogram(p, tal.counts, f"{name}: {tal.tokens:,} tokens")
+            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist." + name)
+            if tal.test is not None:
+                st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: p-value "
+                           f"{tal.test.p_value:.3g} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
+    st.caption(f"{mistake}: {BUGS[mistake].title}. Same drafts, same coins: only that step differs.")
+
+
+@st.fragment(run_every=TICK_S if playing else None)
+def stage() -> None:
+    """The rounds so far; while playing, each tick adds rounds and reruns only this part."""
+    if st.session_state.get(S + "playing"):
+        st.session_state[S + "rounds"] = rd.next_rounds(int(st.session_state[S + "rounds"]))
+    rounds = int(st.session_state[S + "rounds"])
+    K, seed = int(st.session_state[S + "K"]), int(st.session_state[S + "seed"])
+    mistake = st.session_state[S + "mistake"] if st.session_state[S + "compare"] else None
+    try:
+        p, q = rd.pair(st.session_state[S + "preset"], seed)
+        coins = rd.coins(q, K, rounds, seed)
+        rule = rd.play(p, q, coins)
+        bad = rd.play(p, q, coins, mistake) if mistake else None
+    except InputError as e:
+        st.error(links.error_text(e), icon=":material/error:")
+        return
+    t = rd.tally(p, q, rule, rounds)
+    m = st.columns(4)
+    m[0].metric("round", f"{rounds:,}")
+    m[1].metric("tokens emitted", f"{t.tokens:,}")
+    m[2].metric("tokens per step", f"{t.tokens_per_step:.3f}")
+    m[3].metric("expected: (1 − aᴷ⁺¹)/(1 − a)", f"{t.expected_tokens_per_step:.3f}")
+    tr = rd.trace(p, q, coins, rule, rounds - 1)
+    if bad is None:
+        single(p, q, rounds, tr, t)
+    else:
+        side_by_side(p, q, coins, rule, bad, rounds, tr, t, mistake)
+    shown = {n: st.session_state[S + n] for n in ("preset", "K", "seed", "rounds", "compare", "mistake")}
+    links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+    if rounds >= rd.MAX_ROUNDS and st.session_state.get(S + "playing"):  # the end: stop the timer
+        st.session_state[S + "playing"] = False
+        st.rerun()
+
+
+stage()

@@ -1,0 +1,113 @@
+"""Figures of the two step-by-step lessons: one round's coins, and twenty histograms to tell apart.
+
+# K drafts, V vocabulary, M panels
+
+Pure functions returning go.Figure, in the colors of :mod:`specviz.app.figures`; the traces
+hold the computed numbers (tests read them back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .figures import ACCEPTED, BONUS, EMPIRICAL, FONT, LAW, NOT_REACHED, REPLACED, TARGET, _layout
+
+REJECTED = "#c62828"  # the coin landed at or above p/q
+
+
+def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
+    """One number line [0, 1) per draft: green below min(1, p/q) (accept), red above it (reject),
+    and the coin u as a black diamond. Positions after the first rejection are greyed out: their
+    coins never count. ``steps`` are :class:`specviz.app.one_round.CoinStep`.
+    """
+    fig = go.Figure()
+    labels = [f"draft {s.position + 1}: token {s.draft}" for s in steps][::-1]
+    rows = list(steps)[::-1]
+    dim = [s.state == "not reached" for s in rows]
+    fig.add_bar(y=labels, x=[s.threshold for s in rows], orientation="h", name="accept: u < p/q",
+                marker_color=[NOT_REACHED if d else ACCEPTED for d in dim],
+                customdata=[[s.p, s.q] for s in rows],
+                hovertemplate="p = %{customdata[0]:.4f}, q = %{customdata[1]:.4f}<br>min(1, p/q) = %{x:.4f}"
+                              "<extra></extra>")  # fmt: skip
+    fig.add_bar(y=labels, x=[1 - s.threshold for s in rows], orientation="h", name="reject",
+                marker_color=[NOT_REACHED if d else REJECTED for d in dim], hoverinfo="skip")  # fmt: skip
+    fig.add_scatter(y=labels, x=[s.u for s in rows], mode="markers+text", name="coin u",
+                    text=[f"u = {s.u:.2f} → {s.state}" for s in rows], textposition="top center",
+                    marker=dict(symbol="diamond", size=16, color=TARGET, line=dict(width=2, color="#ffffff")),
+                    hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
+    return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u (accept iff u·q(x) < p(x))"),
+                   height=120 + 70 * len(rows), bargap=0.45)  # fmt: skip
+
+
+def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figure:
+    """The law the last token is drawn from (the residual or p) cut into one segment per token along
+    [0, 1), and the coin that picks the segment it lands in (inverse CDF)."""
+    law = np.asarray(dist, dtype=np.float64)
+    fig = go.Figure()
+    palette = REPLACED if kind == "replacement" else BONUS
+    for v, w in enumerate(law):
+        if w <= 0:
+            continue
+        fig.add_bar(y=["draw"], x=[w], orientation="h", name=f"token {v}", showlegend=False,
+                    marker=dict(color=palette if v == token else EMPIRICAL, line=dict(width=2, color="#ffffff")),
+                    text=[f"{v}"], textposition="inside", insidetextanchor="middle",
+                    hovertemplate=f"token {v}: {w:.4f}<extra></extra>")  # fmt: skip
+    fig.add_scatter(y=["draw"], x=[u], mode="markers", name="coin", showlegend=False,
+                    marker=dict(symbol="triangle-down", size=20, color=TARGET),
+                    hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
+    what = "residual max(0, p − q) normalized" if kind == "replacement" else "bonus: p at position K"
+    return _layout(fig, f"Last token from the {what}: u = {u:.2f} → token {token}", barmode="stack",
+                   xaxis=dict(range=[0, 1]), yaxis=dict(showticklabels=False), height=170)  # fmt: skip
+
+
+def round_histogram(target_probs: Sequence[float], counts: Sequence[int], title: str) -> go.Figure:
+    """Frequencies of every token emitted so far (with ±2 standard errors of p) against p."""
+    p = np.asarray(target_probs, dtype=np.float64)
+    c = np.asarray(counts, dtype=np.float64)
+    n = float(c.sum())
+    f = c / n if n else np.zeros_like(p)
+    x = [f"token {v}" for v in range(p.size)]
+    fig = go.Figure()
+    half = 2 * np.sqrt(p * (1 - p) / n) if n else np.zeros_like(p)
+    fig.add_bar(x=x, y=f, name=f"emitted ({int(n):,} tokens)", marker_color=EMPIRICAL,
+                error_y=dict(type="data", array=half, color="#455a64", thickness=1.5),
+                hovertemplate="%{x}<br>frequency = %{y:.4f}<extra></extra>")  # fmt: skip
+    fig.add_scatter(x=x, y=p, name="target p", mode="markers",
+                    marker=dict(symbol="line-ew", size=44, line=dict(width=3, color=TARGET)),
+                    hovertemplate="%{x}<br>p = %{y:.4f}<extra></extra>")  # fmt: skip
+    return _layout(fig, title, yaxis=dict(title="frequency", range=[0, max(0.05, float(max(p.max(), f.max())) * 1.25)]),
+                   height=330)  # fmt: skip
+
+
+PANEL_COLUMNS = 5
+
+
+def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | None = None,
+           notes: Sequence[str] | None = None) -> go.Figure:  # fmt: skip
+    """M small histograms (counts (M, V)) in rows of five, each with p as ticks; after the reveal
+    the ``marked`` panel is drawn in the law's color and each panel's subtitle carries ``notes``."""
+    p = np.asarray(target_probs, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    M, V = counts.shape
+    rows = -(-M // PANEL_COLUMNS)
+    names = [f"{i + 1}" + (f": {notes[i]}" if notes else "") for i in range(M)]
+    fig = make_subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=names, shared_yaxes=True,
+                        horizontal_spacing=0.02, vertical_spacing=0.1)  # fmt: skip
+    x = [str(v) for v in range(V)]
+    top = float(max(p.max(), (counts / counts.sum(axis=1, keepdims=True)).max())) * 1.1
+    for i in range(M):
+        r, col = i // PANEL_COLUMNS + 1, i % PANEL_COLUMNS + 1
+        f = counts[i] / counts[i].sum()
+        fig.add_bar(x=x, y=f, row=r, col=col, showlegend=False, marker_color=LAW if i == marked else EMPIRICAL,
+                    hovertemplate=f"histogram {i + 1}<br>token %{{x}}: %{{y:.4f}}<extra></extra>")  # fmt: skip
+        fig.add_scatter(x=x, y=p, row=r, col=col, mode="markers", showlegend=i == 0, name="target p",
+                        marker=dict(symbol="line-ew", size=18, line=dict(width=2, color=TARGET)), hoverinfo="skip")
+    fig.update_yaxes(range=[0, top], showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_annotations(font_size=FONT["size"])
+    return _layout(fig, f"{M} histograms of the first token, one of them from a mistake", height=110 + 120 * rows)
