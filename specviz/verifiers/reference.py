@@ -1,0 +1,634 @@
+"""The reference: each verification rule in plain NumPy, read top to bottom; the oracle of the engine.
+
+# B rows, K drafts (padded width), V vocabulary, N nodes per tree (or total drafts, flat layout)
+
+:func:`verify` (the chain rule), :func:`verify_flat`, :func:`verify_block` and :func:`verify_tree`
+take the arguments and return the results of :func:`specviz.verify`, :func:`specviz.verify_flat`,
+:func:`specviz.verify_block` and :func:`specviz.verify_tree`. With the same explicit uniforms they
+return the engine's tokens on every row, bit for bit (tests/test_reference_parity.py checks every
+engine path against them); the engine is fast, this module is the statement of the rule.
+
+The chain rule (docs/design.md, "1. The algorithm contract"; the proof that the output follows
+the target is in :mod:`specviz.verifiers.verify`), for a row with j = num_draft[b] drafts:
+
+1. coins: one fresh uniform u_i per draft position;
+2. accept x_i iff ``u_i * q_i(x_i) < p_i(x_i)`` (q(x) = 1 for a deterministic drafter);
+3. the first rejection, by a cumulative product of the accept bits: drafts after it never count;
+4. at the rejected position i, a token from the residual max(0, p_i - q_i) (p_i with x_i removed
+   for a deterministic drafter), or from p_i when that has no mass;
+5. if every draft survives, the bonus from p_j: row num_draft[b], not the padded tensor's last.
+
+The draw, shared by steps 4 and 5 (one grid, one inverse CDF for the chain): each weight w is
+floor(w * 2^48), computed in the input's float type (float32 for half precision; q is cast to
+p's type before p - q), summed in float64, where every partial sum of a row below 16 is an exact
+integer; the token is the number of running weights <= floor(u * total), the threshold clamped
+to total - 1. See :mod:`specviz.verifiers._sample` for why this grid. Block and tree verification
+keep the engine's own grid, floor(w * 2^58) in int64 (:func:`specviz.verifiers.block.inverse_cdf`):
+their weights are float64 products (w_i p_i - q_i, and the tree's unnormalized r), not entries
+of the input, and their thresholds are built from those integer masses, so the exact laws the
+court and tests/test_block.py, tests/test_tree.py pin are stated on that grid. Moving them to
+2^-48 is a change of the engine first; here each reference uses its engine's grid.
+
+Mistakes. Each rule is a function of named steps collected in a NamedTuple (:class:`ChainSteps`,
+:class:`BlockSteps`, :class:`TreeSteps`); the correct steps are :data:`CHAIN`, :data:`BLOCK` and
+:data:`TREE`. :func:`with_step` returns the reference with exactly one step replaced, under a new
+name, with the same signature: that is how :mod:`specviz.proof.bugs` builds every classic
+mistake, each step defined beside its explanation. The reference takes no mistake flag.
+
+Inputs: NumPy arrays or torch tensors (converted to NumPy at the top; half precision to
+float32, which holds bfloat16 and float16 exactly and is the type the engine computes them in;
+results go back as torch tensors on the CPU). ``rng`` draws the uniforms in the engine's order
+(accept, then sample), so a seeded call gives the engine's draws too. Input errors are the
+engine's :class:`~specviz.errors.InputError`, naming the argument (:mod:`specviz.verifiers._validate`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import InputError
+from . import _validate as check
+from ._xp import NumpyOps, TorchDraws, is_torch
+from .block import QUANT, prepare, quantize
+from .tree import TreeVerification, _prepare, _uniforms
+from .verify import PAD_TOKEN, Uniforms, Verification
+
+Array = Any
+GRID = 2.0**48  # the chain's grid: weights are floor(w * GRID), as specviz.verifiers._sample.GRID
+MAX_TOTAL = 2.0**52  # a row of weights must total less than this (16 * GRID): exact float64 sums
+_NP = NumpyOps()
+
+
+# --------------------------------------------------------------------------- the draw (chain)
+
+
+def on_grid(w: np.ndarray) -> np.ndarray:
+    """(R, V) weights floored to multiples of 2^-48, as integers: floor(w * 2^48) in w's dtype, then float64."""
+    return np.floor(w * w.dtype.type(GRID)).astype(np.float64)
+
+
+def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(R,) tokens from non-negative weights (R, V) and uniforms u (R,): the number of running
+    weights <= floor(u * total). Refuses rows that are not finite, hold a negative weight or total
+    16 or more (the engine's guard, with validate=False too)."""
+    W = on_grid(w)  # (R, V)
+    C = np.cumsum(W, axis=1)  # (R, V) running weights: exact integers
+    total = C[:, -1]  # (R,)
+    if not (np.isfinite(W).all() and (W >= 0).all() and (total < MAX_TOTAL).all()):
+        raise _Refused
+    thr = np.floor(u * total)  # (R,)
+    thr = np.where(thr < total, thr, total - 1)  # u * total may round up to total
+    return (C <= thr[:, None]).sum(axis=1).astype(np.int64)
+
+
+class _Refused(Exception):
+    """A row the draw refuses; the rule turns it into the InputError naming the argument."""
+
+
+# --------------------------------------------------------------------------- the chain's steps
+
+
+class Kept(NamedTuple):
+    kept: np.ndarray  # (B, K) bool: drafts emitted (for the rule, those before the first rejection)
+    first: np.ndarray  # (B,) int64: the first rejected position, or num_draft
+    tested: np.ndarray  # (B, K) bool: positions whose coin was looked at
+
+
+def coins(ua: np.ndarray) -> np.ndarray:
+    """Step 1: one fresh uniform per position (B, K)."""
+    return ua
+
+
+def accept(u: np.ndarray, px: np.ndarray, qx: np.ndarray) -> np.ndarray:
+    """Step 2: (B, K) accept iff u * q(x) < p(x); a draft with q(x) = 0 is rejected."""
+    return (qx > 0) & (u * qx < px)
+
+
+def first_rejection(passed: np.ndarray, valid: np.ndarray) -> Kept:
+    """Step 3: the first rejection ends the row (a cumulative product of the accept bits)."""
+    run = np.cumprod(passed & valid, axis=1).astype(bool)  # (B, K) True until the first rejection
+    first = run.sum(axis=1).astype(np.int64)  # (B,)
+    pos = np.arange(passed.shape[1])
+    return Kept(run, first, valid & (pos[None, :] <= first[:, None]))
+
+
+def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """max(0, p - q) (R, V) in p's dtype; for a deterministic drafter p with the drafted token x removed."""
+    if q is None:
+        w = p.copy()
+        w[np.arange(len(x)), x] = 0
+        return w
+    return np.maximum(p - q.astype(p.dtype), 0)
+
+
+def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray, draw: Callable) -> np.ndarray:
+    """Step 4: (R,) the token after a rejection, from the residual; from p where it has no mass
+    (p == q up to rounding: unreachable in exact arithmetic)."""
+    w = residual(p, q, x)  # (R, V)
+    empty = on_grid(w).sum(axis=1) <= 0  # (R,) NaN stays False: the draw refuses it
+    w[empty] = p[empty]
+    return draw(w, u)
+
+
+def replacement_row(first: np.ndarray, rejected: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the replacement is drawn: the rejected position's residual (rows (B,), from-residual (B,))."""
+    return first, rejected
+
+
+def sample_uniform(us: np.ndarray, ua: np.ndarray, first: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """A separate fresh uniform (B,) for the replacement or bonus draw: never a coin reused."""
+    return us
+
+
+def bonus_row(num_draft: np.ndarray, K: int) -> np.ndarray:
+    """Step 5: (B,) the target row of the bonus, num_draft[b] (-1 would mean no bonus)."""
+    return num_draft
+
+
+class ChainSteps(NamedTuple):
+    coins: Callable = coins
+    accept: Callable = accept
+    first_rejection: Callable = first_rejection
+    replacement_row: Callable = replacement_row
+    replacement: Callable = replacement
+    sample_uniform: Callable = sample_uniform
+    bonus_row: Callable = bonus_row
+    inverse_cdf: Callable = inverse_cdf
+
+
+CHAIN = ChainSteps()  # the rule
+
+
+def _chain(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray,
+           ua: np.ndarray, us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
+    """The chain rule on checked NumPy inputs: P (B, K+1, V), Q (B, K, V) or None, x (B, K), j (B,)."""
+    B, K = x.shape
+    ar, pos = np.arange(B), np.arange(K)
+    valid = pos[None, :] < j[:, None]  # (B, K)
+    xs = np.where(valid, x, 0)  # (B, K) safe column indices
+    check.check_range("draft_tokens", xs, 0, P.shape[2] - 1, _NP, "token ids at positions < num_draft")
+    px = P[ar[:, None], pos[None, :], xs].astype(np.float64)  # (B, K) p_i(x_i)
+    qx = np.ones((B, K)) if Q is None else Q[ar[:, None], pos[None, :], xs].astype(np.float64)  # (B, K)
+    if validate:
+        check.check_probes("target_probs", px[valid], _NP)
+        if Q is not None:
+            check.check_probes("draft_probs", qx[valid], _NP)
+
+    u = steps.coins(ua)  # (B, K)
+    passed = steps.accept(u, px, qx) & valid  # (B, K)
+    kept, first, tested = steps.first_rejection(passed, valid)
+    rejected = first < j  # (B,)
+    n = kept.sum(axis=1).astype(np.int64)  # (B,) drafts emitted
+
+    bonus_at = steps.bonus_row(j, K)  # (B,) -1: no bonus
+    rep_at, from_res = steps.replacement_row(first, rejected, K)
+    draws = rejected | (bonus_at >= 0)  # (B,) rows that emit one more token
+    row = np.where(rejected, rep_at, np.maximum(bonus_at, 0))  # (B,) the target row drawn at
+    us_draw = steps.sample_uniform(us, ua, first, rejected)  # (B,)
+    token = _draw_rows(steps, P, Q, xs, row, rejected & from_res, draws, us_draw, validate, tol)
+
+    tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = _in_order(x, kept)
+    tokens[ar, n] = np.where(draws, token, PAD_TOKEN)
+    ratio = np.where(tested & (qx > 0), px / np.where(tested & (qx > 0), qx, 1.0), np.nan)
+    return Verification(tokens=tokens, num_tokens=n + draws, num_accepted=n,
+                        accept_uniforms=np.where(tested, u, np.nan), ratios=ratio,
+                        bonus=~rejected & draws, sample_uniforms=np.where(draws, us_draw, np.nan))  # fmt: skip
+
+
+def _in_order(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """(B, K) the kept drafts in order, then -1 (for the rule, kept is already a prefix)."""
+    out = np.full(x.shape, PAD_TOKEN, np.int64)
+    rows, cols = np.nonzero(kept)
+    out[rows, np.cumsum(kept, axis=1)[rows, cols] - 1] = x[rows, cols]
+    return out
+
+
+def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.ndarray, row: np.ndarray,
+               res: np.ndarray, draws: np.ndarray, u: np.ndarray, validate: bool,
+               tol: tuple[float, float]) -> np.ndarray:  # fmt: skip
+    """(B,) the replacement (rows ``res``) or bonus token of each drawing row; -1 where none."""
+    B = P.shape[0]
+    out = np.full(B, PAD_TOKEN, np.int64)
+    b = np.flatnonzero(draws)
+    K = xs.shape[1]
+    p = _compute(P[b, row[b]])  # (R, V) a copy, in the compute dtype
+    r = res[b]
+    qpos = np.minimum(row[b], K - 1) if K else row[b]
+    q = None if Q is None else _compute(Q[b, qpos]) if K else None
+    x = xs[b, qpos] if K else np.zeros(len(b), np.int64)
+    if validate:
+        _check_rows("target_probs", p, tol[0])
+        if q is not None:
+            _check_rows("draft_probs", q[r], tol[1])
+    try:
+        if r.any():
+            out[b[r]] = steps.replacement(p[r], None if q is None else q[r], x[r], u[b[r]], steps.inverse_cdf)
+        if (~r).any():
+            out[b[~r]] = steps.inverse_cdf(p[~r], u[b[~r]])
+    except _Refused:
+        _name_refusal(p, q, r)
+    return out
+
+
+def _compute(rows: np.ndarray) -> np.ndarray:
+    """A copy of rows in the engine's compute dtype: float32 for half precision, else as given."""
+    return rows.astype(np.float32 if rows.dtype == np.float16 else rows.dtype)
+
+
+def _check_rows(name: str, rows: np.ndarray, tol: float) -> None:
+    """validate=True: each full row read is finite, non-negative and sums to 1 on the grid within tol."""
+    if not rows.size:
+        return
+    if not np.isfinite(rows).all():
+        raise InputError(name, "finite probabilities", "NaN or infinite entries")
+    if rows.min() < 0:
+        raise InputError(name, "non-negative probabilities", f"minimum {float(rows.min()):.6g}")
+    sums = on_grid(rows).sum(axis=1) / GRID  # (R,) exact: the verdict every engine path gives
+    worst = int(np.argmax(np.abs(sums - 1.0)))
+    if abs(sums[worst] - 1.0) > tol:
+        raise InputError(name, f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
+                         f"a row summing to {sums[worst]:.6g}")  # fmt: skip
+
+
+def _name_refusal(p: np.ndarray, q: np.ndarray | None, r: np.ndarray) -> None:
+    """Raise the InputError of a refused draw, naming the argument that holds the bad entry."""
+    if not np.isfinite(p).all():
+        raise InputError("target_probs", "finite probabilities", "NaN or infinite entries")
+    if p.size and p.min() < 0:
+        raise InputError("target_probs", "non-negative probabilities", f"minimum {float(p.min()):.6g}")
+    if q is not None and not np.isfinite(q[r]).all():
+        raise InputError("draft_probs", "finite probabilities", "NaN or infinite entries")
+    raise InputError("target_probs", "probability rows (each summing to less than 16)",
+                     "a row whose weights sum to 16 or more")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _numpy(a: Any) -> Any:
+    """A torch tensor as a NumPy array (half precision as float32, exactly); anything else as given."""
+    if not is_torch(a):
+        return a
+    t = sys.modules["torch"]
+    a = a.detach().cpu().resolve_conj().resolve_neg()
+    if a.dtype in (t.float16, t.bfloat16):
+        a = a.float()
+    return a.numpy()
+
+
+def _back(res: Any, torch_in: bool) -> Any:
+    """Results as torch CPU tensors when the inputs were torch tensors."""
+    if not torch_in:
+        return res
+    from_numpy = sys.modules["torch"].from_numpy
+    return type(res)._make([from_numpy(np.ascontiguousarray(f)) for f in res])
+
+
+def _tolerances(target: Any, draft: Any) -> tuple[float, float]:
+    """The row-sum tolerances of the inputs as given (1e-2 for half precision, else 1e-4)."""
+    tq = check.sum_atol(draft) if draft is not None and hasattr(draft, "dtype") else check.SUM_ATOL
+    return check.sum_atol(target) if hasattr(target, "dtype") else check.SUM_ATOL, tq
+
+
+def _rng(rng: Any, torch_in: bool, target: Any, uniforms: Any) -> Any:
+    """A torch generator (or None) with torch inputs draws the engine's torch uniforms."""
+    if uniforms is not None or not torch_in or isinstance(rng, np.random.Generator):
+        return rng
+    return TorchDraws(rng, target.device)
+
+
+def _chain_inputs(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, rng: Any,
+                  uniforms: Any, validate: bool) -> tuple:  # fmt: skip
+    """The engine's checks for the padded layout; NumPy arrays and the uniforms."""
+    tol = _tolerances(target_probs, draft_probs)
+    torch_in = is_torch(target_probs)
+    r = _rng(rng, torch_in, target_probs, uniforms)
+    if uniforms is not None and isinstance(uniforms, tuple):
+        uniforms = tuple(_numpy(u) for u in uniforms)
+    P, x, j, _ = check.padded_inputs(_NP, _numpy(target_probs), _numpy(draft_tokens), _numpy(num_draft), "target_probs")
+    B, K, V = x.shape[0], x.shape[1], P.shape[2]
+    Q = None if draft_probs is None else check.as_array(_NP, _numpy(draft_probs), "draft_probs")
+    if Q is not None:
+        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
+    check.check_float("target_probs", P, _NP)
+    if Q is not None:
+        check.check_float("draft_probs", Q, _NP)
+    ua, us = check.get_uniforms(_NP, r, uniforms, (B, K), B, validate)
+    return P, Q, x, j, ua, us, tol, torch_in
+
+
+class _Rule:
+    """A reference rule: its steps and the function that runs them, with the public signature."""
+
+    def __init__(self, run: Callable, steps: NamedTuple, name: str, doc: str) -> None:
+        self.run, self.steps, self.__name__, self.__doc__ = run, steps, name, doc
+        self.__qualname__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(self.steps, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<reference verifier {self.__name__}>"
+
+
+def _verify(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array,
+            *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
+    P, Q, x, j, ua, us, tol, torch_in = _chain_inputs(
+        target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
+
+
+def _verify_flat(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array,
+                 draft_indptr: Array, *, rng: Any = None, uniforms: Any = None,
+                 validate: bool = True) -> Verification:  # fmt: skip
+    """The flat layout turned into the padded one (specviz.verifiers.layout), uniforms included."""
+    from .layout import flat_to_padded
+
+    tol = _tolerances(target_probs, draft_probs)
+    torch_in = is_torch(target_probs)
+    r = _rng(rng, torch_in, target_probs, uniforms)
+    T = check.as_array(_NP, _numpy(target_probs), "target_probs")
+    xf = check.as_array(_NP, _numpy(draft_tokens), "draft_tokens")
+    ind = check.as_array(_NP, _numpy(draft_indptr), "draft_indptr")
+    D = None if draft_probs is None else check.as_array(_NP, _numpy(draft_probs), "draft_probs")
+    check.check_ndim("draft_tokens", xf, 1, "(N,)")
+    check.check_ndim("draft_indptr", ind, 1, "(B+1,)")
+    check.check_integer("draft_tokens", xf, _NP)
+    check.check_integer("draft_indptr", ind, _NP)
+    check.check_ndim("target_probs", T, 2, "(N+B, V)")
+    N, B = xf.shape[0], ind.shape[0] - 1
+    if D is not None:
+        check.check_shape("draft_probs", D, (N, T.shape[1]), "(N, V)")
+    check.check_range("draft_tokens", xf, 0, T.shape[1] - 1, _NP, "token ids")
+    if uniforms is not None and isinstance(uniforms, tuple):
+        uniforms = tuple(_numpy(u) for u in uniforms)
+    ua_flat, us = check.get_uniforms(_NP, r, uniforms, (N,), max(B, 0), validate)
+    P, Q, x, j = flat_to_padded(T, D, xf, ind)
+    valid = np.arange(x.shape[1])[None, :] < j[:, None]  # (B, K)
+    ua = np.zeros(x.shape)
+    ua[valid] = ua_flat  # row-major order is the flat order
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
+
+
+verify = _Rule(_verify, CHAIN, "verify", """The chain rule, padded layout: :func:`specviz.verify`'s signature, result.
+
+    target_probs (B, K+1, V), draft_probs (B, K, V) or None (a deterministic drafter), draft_tokens
+    (B, K), num_draft (B,); ``rng`` or ``uniforms`` (accept (B, K), sample (B,)); ``validate``.""")
+verify_flat = _Rule(_verify_flat, CHAIN, "verify_flat", """The chain rule, flat layout: :func:`specviz.verify_flat`'s
+    signature and result (target_probs (N+B, V), draft_probs (N, V), draft_tokens (N,), draft_indptr (B+1,)).""")
+
+
+# --------------------------------------------------------------------------- block verification
+
+
+def block_weights(ratio: np.ndarray, valid: np.ndarray, cap: bool = True) -> np.ndarray:
+    """(B, K+1) w_0 = 1, w_i = min(1, w_{i-1} p(x_i) / q(x_i)); ratio 0 where q(x) = 0.
+    ``cap=False``: the uncapped running product (the lossy variant's last threshold reads it)."""
+    B, K = ratio.shape
+    w = np.ones((B, K + 1))
+    for k in range(K):
+        t = np.where(w[:, k] > 0, w[:, k] * ratio[:, k], 0.0)  # 0 * inf would be NaN
+        w[:, k + 1] = np.where(valid[:, k], np.where(t < 1, t, 1.0) if cap else t, w[:, k])
+    return w
+
+
+def block_residual(w: np.ndarray, p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """(R, V) max(0, w p - q) in float64; q one-hot on x for a deterministic drafter."""
+    r = p * w[:, None]
+    if q is None:
+        r[np.arange(len(x)), x] -= 1.0
+    else:
+        r = r - q
+    return np.maximum(r, 0.0)
+
+
+def block_mass(r: np.ndarray) -> np.ndarray:
+    """(R,) the residual mass on the block grid: the integer sum of floor(r * 2^58), over 2^58."""
+    return quantize(_NP, r, False).sum(axis=1) / QUANT  # quantize refuses NaN, infinite, negative rows
+
+
+def block_threshold(m: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """h_i = m_i / (m_i + 1 - w_i); 1 when that is 0 / 0."""
+    den = m + (1.0 - w)
+    return np.where(den > 0, m / np.where(den > 0, den, 1.0), 1.0)
+
+
+def block_last_threshold(w: np.ndarray, product: np.ndarray) -> np.ndarray:
+    """h_j = w_j: the capped running ratio (the uncapped product is the lossy variant's)."""
+    return w
+
+
+def block_stop(passed: np.ndarray) -> np.ndarray:
+    """(B,) tau: the largest i whose uniform passes, 0 if none (every uniform is looked at)."""
+    K = passed.shape[1]
+    return np.where(passed, np.arange(1, K + 1)[None, :], 0).max(axis=1, initial=0).astype(np.int64)
+
+
+def block_extra(p: np.ndarray, res: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """(R, V) the row the extra token after a stop comes from: the residual; p where it has no mass."""
+    return np.where((m > 0)[:, None], res, p)
+
+
+def block_inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(R,) tokens on the block grid: the number of running floor(w * 2^58) <= floor(u * total)."""
+    C = np.cumsum(quantize(_NP, w, False), axis=1)  # (R, V) int64, exact
+    total = C[:, -1]
+    thr = (u * total.astype(np.float64)).astype(np.int64)
+    thr = np.where(thr < total, thr, total - 1)
+    return (C <= thr[:, None]).sum(axis=1).astype(np.int64)
+
+
+class BlockSteps(NamedTuple):
+    weights: Callable = block_weights
+    residual: Callable = block_residual
+    mass: Callable = block_mass
+    threshold: Callable = block_threshold
+    last_threshold: Callable = block_last_threshold
+    stop: Callable = block_stop
+    extra: Callable = block_extra
+    inverse_cdf: Callable = block_inverse_cdf
+
+
+BLOCK = BlockSteps()  # the rule
+
+
+def _verify_block(steps: BlockSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array,
+                  num_draft: Array, *, rng: Any = None, uniforms: Any = None,
+                  validate: bool = True) -> Verification:  # fmt: skip
+    torch_in = is_torch(target_probs)
+    checked = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)  # the engine's checks
+    r = _rng(rng, torch_in, target_probs, uniforms)
+    if uniforms is not None and isinstance(uniforms, tuple):
+        uniforms = tuple(_numpy(u) for u in uniforms)
+    ua, us = check.get_uniforms(_NP, r, uniforms, (checked.B, checked.K), checked.B, validate)
+    T = np.asarray(_numpy(target_probs)).astype(np.float64)  # (B, K+1, V)
+    Q = None if draft_probs is None else np.asarray(_numpy(draft_probs)).astype(np.float64)  # (B, K, V)
+    x = np.asarray(_numpy(checked.tokens))  # (B, K) 0 past num_draft
+    j = np.asarray(_numpy(checked.num_draft))
+    B, K = x.shape
+    ar, pos = np.arange(B), np.arange(K)
+    valid = pos[None, :] < j[:, None]
+    T = np.where((np.arange(K + 1)[None, :] <= j[:, None])[:, :, None], T, 0.0)  # unread rows may be NaN
+    px = np.where(valid, T[ar[:, None], pos[None, :], x], 0.0)  # (B, K)
+    qx = np.where(valid, 1.0 if Q is None else Q[ar[:, None], pos[None, :], x], 0.0)
+    ratio = np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), 0.0)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        w = steps.weights(ratio, valid)  # (B, K+1)
+        product = block_weights(ratio, valid, cap=False)  # (B, K+1)
+        m = np.zeros((B, K))
+        res = np.zeros((B, K, T.shape[2]))
+        for k in range(K):
+            qk = None if Q is None else np.where(valid[:, k, None], Q[:, k], 0.0)
+            res[:, k] = np.where(valid[:, k, None], steps.residual(w[:, k], T[:, k], qk, x[:, k]), 0.0)
+            m[:, k] = steps.mass(res[:, k])
+        h = steps.threshold(m, w[:, :K])  # (B, K) h_i at column i
+        H = np.full((B, K), np.nan)  # (B, K) the i-th draft's threshold at column i - 1
+        H[:, : max(K - 1, 0)] = h[:, 1:]
+        H = np.where(pos[None, :] == (j - 1)[:, None], steps.last_threshold(w[ar, j], product[ar, j])[:, None], H)
+        H = np.where(valid, H, np.nan)
+        tau = steps.stop(valid & (ua < H))  # (B,)
+        bonus = tau == j
+        tq = np.where(bonus, 0, tau)  # a safe draft position
+        p = T[ar, tau]  # (B, V)
+        row = p if not K else np.where(bonus[:, None], p, steps.extra(p, res[ar, tq], m[ar, tq]))
+        token = steps.inverse_cdf(row, us)
+    tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
+    tokens[:, :K] = np.where(pos[None, :] < tau[:, None], np.where(valid, x, PAD_TOKEN), PAD_TOKEN)
+    tokens[ar, tau] = token
+    out = Verification(tokens=tokens, num_tokens=tau + 1, num_accepted=tau, accept_uniforms=np.where(valid, ua, np.nan),
+                       ratios=H, bonus=bonus, sample_uniforms=us + 0.0)  # fmt: skip
+    return _back(out, torch_in)
+
+
+verify_block = _Rule(_verify_block, BLOCK, "verify_block", """Block verification (Sun et al.):
+    :func:`specviz.verify_block`'s signature and result; the derivation is in :mod:`specviz.verifiers.block`.""")
+
+
+# --------------------------------------------------------------------------- tree verification
+
+
+def tree_accept(u: np.ndarray, ry: np.ndarray, qy: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """(R,) accept candidate y iff u < r(y) / (q(y) M), r unnormalized with mass M: u q(y) M < r(y)."""
+    return (qy > 0) & (u * qy * M < ry)
+
+
+def tree_residual(r: np.ndarray, q: np.ndarray | None, y: np.ndarray, M: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """(R, V) after a rejection: (r - M q)^+ (r with y removed for deterministic candidates)."""
+    if q is None:
+        new = r.copy()
+        new[np.arange(len(y)), y] = 0.0
+        return new
+    return np.maximum(r - M[:, None] * q, 0.0)
+
+
+class TreeSteps(NamedTuple):
+    accept: Callable = tree_accept
+    residual: Callable = tree_residual
+    mass: Callable = block_mass
+    inverse_cdf: Callable = block_inverse_cdf
+
+
+TREE = TreeSteps()  # the rule
+
+
+def _verify_tree(steps: TreeSteps, target_probs: Array, draft_probs: Array | None, node_tokens: Array,
+                 parents: Array, num_nodes: Array, *, rng: Any = None, uniforms: Any = None,
+                 validate: bool = True) -> TreeVerification:  # fmt: skip
+    torch_in = is_torch(target_probs)
+    t = _prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)  # the engine's checks
+    if torch_in and uniforms is None:
+        ua, us = (np.asarray(a) for a in _uniforms(t, rng, None, validate))
+    else:
+        if uniforms is not None and isinstance(uniforms, tuple):
+            uniforms = tuple(_numpy(u) for u in uniforms)
+        t_np = t._replace(ops=_NP)
+        ua, us = _uniforms(t_np, rng, uniforms, validate)
+    ua, us = _numpy(ua), _numpy(us)
+    T = np.asarray(_numpy(t.target)).astype(np.float64)  # (B, N, V)
+    Q = None if t.draft is None else np.asarray(_numpy(t.draft)).astype(np.float64)
+    tok, par, has_child = (np.asarray(_numpy(a)) for a in (t.tokens, t.parents, t.has_child))
+    B, N = tok.shape
+    ar = np.arange(B)
+    cur = np.zeros(B, np.int64)  # (B,) the current node
+    depth = np.zeros(B, np.int64)
+    path = np.full((B, max(N - 1, 0)), PAD_TOKEN, np.int64)
+    thr = np.full((B, max(N - 1, 0)), np.nan)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        r = T[:, 0].copy()  # (B, V) the unnormalized law at the current node
+        M = steps.mass(r)  # (B,)
+        for i in range(1, N):  # topological order: children come after their parent
+            b = np.flatnonzero(par[:, i] == cur)  # rows whose current node is node i's parent
+            if not len(b):
+                continue
+            y = tok[b, i]
+            q = None if Q is None else Q[b, cur[b]]  # (R, V)
+            ry, qy = r[b, y], np.ones(len(b)) if q is None else q[np.arange(len(b)), y]
+            acc = steps.accept(ua[b, i - 1], ry, qy, M[b])
+            den = qy * M[b]
+            thr[b, i - 1] = np.minimum(np.where(den > 0, ry / np.where(den > 0, den, 1.0), 0.0), 1.0)
+            a, rej = b[acc], np.flatnonzero(~acc)
+            path[a, depth[a]] = i
+            depth[a] += 1
+            cur[a] = i
+            r[a] = T[a, i]
+            M[a] = steps.mass(r[a])
+            if len(rej):
+                br = b[rej]
+                new = steps.residual(r[br], None if q is None else q[rej], y[rej], M[br], T[br, cur[br]])
+                m = steps.mass(new)
+                empty = m <= 0  # rejection had probability 0 up to rounding: the node's target row
+                new[empty] = T[br[empty], cur[br[empty]]]
+                r[br], M[br] = new, np.where(empty, steps.mass(new), m)
+        token = steps.inverse_cdf(r, us)
+    tokens = np.full((B, N), PAD_TOKEN, np.int64)
+    if N > 1:
+        tokens[:, : N - 1] = np.where(path >= 0, tok[ar[:, None], np.maximum(path, 0)], PAD_TOKEN)
+    tokens[ar, depth] = token
+    out = TreeVerification(tokens=tokens, num_tokens=depth + 1, num_accepted=depth.copy(), path=path, last_node=cur,
+                           bonus=~has_child[ar, cur], accept_uniforms=np.where(thr == thr, ua, np.nan),
+                           thresholds=thr, sample_uniforms=us + 0.0)  # fmt: skip
+    return _back(out, torch_in)
+
+
+verify_tree = _Rule(_verify_tree, TREE, "verify_tree", """Tree verification (recursive rejection sampling):
+    :func:`specviz.verify_tree`'s signature and result; the derivation is in :mod:`specviz.verifiers.tree`.""")
+
+
+# --------------------------------------------------------------------------- mistakes
+
+
+def with_step(rule: _Rule, name: str, **swapped: Callable) -> _Rule:
+    """The reference ``rule`` with exactly one step replaced, called ``name``, of the same signature.
+
+    ``with_step(verify, "resample_from_p", replacement=draw_from_p)``: the chain rule whose
+    replacement is drawn from p. The step names are the fields of the rule's steps
+    (:class:`ChainSteps`, :class:`BlockSteps`, :class:`TreeSteps`).
+    """
+    if not isinstance(rule, _Rule):
+        raise InputError("rule", "a reference rule (reference.verify, verify_flat, verify_block, verify_tree)",
+                         type(rule).__name__)  # fmt: skip
+    if len(swapped) != 1:
+        raise InputError("swapped", "exactly one step to replace", f"{len(swapped)}: {sorted(swapped)}")
+    (step,) = swapped
+    if step not in rule.steps._fields:
+        raise InputError("swapped", "one of " + ", ".join(rule.steps._fields), repr(step))
+    out = _Rule(rule.run, rule.steps._replace(**swapped), name,
+                f"{rule.__name__} with its step {step!r} replaced by {getattr(swapped[step], '__name__', '?')}.")
+    out.swapped = (step, swapped[step])  # type: ignore[attr-defined]
+    return out
+
+
+def swapped_step(verifier: Any) -> tuple[str, Callable] | None:
+    """(step name, function) of a verifier made by :func:`with_step`; None for anything else."""
+    return getattr(verifier, "swapped", None)
+
+
+__all__ = ["BLOCK", "CHAIN", "TREE", "BlockSteps", "ChainSteps", "Kept", "TreeSteps", "Uniforms", "inverse_cdf",
+           "on_grid", "swapped_step", "verify", "verify_block", "verify_flat", "verify_tree", "with_step"]
