@@ -13,7 +13,9 @@ from specviz.proof.bugs import BUGS
 S = "buglab."
 NONE = "none (correct verifier)"
 PREDICTIONS = ("the test will pass", "the test will fail")
+PREDICT_WORDS = ("pass", "fail")  # ?predict=pass|fail: the prediction travels with the link
 PARAMS = [
+    links.choice_param("predict", "none", ["none", *PREDICT_WORDS]),
     links.choice_param("bug", NONE, [NONE, *BUGS]),
     links.choice_param("scenario", "reference", list(prove.SCENARIOS)),
     links.int_param("n", 100_000, 1, 10**12),
@@ -30,8 +32,11 @@ def run_case(scenario: str, n: int, seed: int, bug: str) -> prove.CaseResult:
     return prove.run_case(scenario, n=n, seed=seed, bug=None if bug == NONE else BUGS[bug])
 
 
-def set_n(n: int) -> None:
+def set_n_and_run(n: int) -> None:
+    """The inconclusive verdict's button: take the suggested N and run with it (one click, not two)."""
     st.session_state[S + "n"] = n
+    ss = st.session_state
+    st.session_state[S + "ran"] = (ss[S + "scenario"], min(n, limits.MAX_PROVE_N), int(ss[S + "seed"]), ss[S + "bug"])
 
 
 def on_bug_change() -> None:
@@ -42,9 +47,12 @@ def on_bug_change() -> None:
 query = st.query_params.to_dict()
 # A new session, or a link to this page (e.g. from "Why it is exact"): a link naming only the bug starts where it shows.
 fresh = not links.seen(st.session_state, S + "scenario") or links.link_given(query, st.session_state, PARAMS)
+from_link = links.link_given(query, st.session_state, PARAMS)
 link_notes = links.init_state(query, st.session_state, PARAMS, S, keep=("prediction",))
 if fresh and "scenario" not in query:  # no link, or one naming only the bug: start where the bug shows
     st.session_state[S + "scenario"] = home_scenario(st.session_state[S + "bug"])
+if from_link and st.session_state[S + "predict"] in PREDICT_WORDS:  # the link's prediction, kept
+    st.session_state[S + "prediction"] = PREDICTIONS[PREDICT_WORDS.index(st.session_state[S + "predict"])]
 
 st.title("Bug lab")
 st.caption(
@@ -87,9 +95,11 @@ with right:
     clicked = st.button("Run the test", type="primary", key=S + "run")
 
 shown_settings = {"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}
+if prediction is not None:
+    shown_settings["predict"] = PREDICT_WORDS[PREDICTIONS.index(prediction)]
 links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them
 run_key = (scenario, n, int(seed), bug)
-if clicked:
+if clicked or from_link:  # a link restores the result too (N within its cap), not only the settings
     st.session_state[S + "ran"] = run_key
 
 # --- reveal ----------------------------------------------------------------------------------------
@@ -109,17 +119,18 @@ if res.error:
     st.stop()
 
 subject = "the correct verifier" if bug == NONE else bug
-verdict = results.case_verdict(res, subject)
-show = st.success if verdict.good else st.warning if verdict.word == "inconclusive" else st.error
-show(f"**Verdict: {verdict.head}.** {verdict.seen}")
+verdict = results.case_verdict(res, subject, seed=int(seed))
+# The box's colour is what the test said (green: it passed, red: it failed), never whether that was hoped for.
+show, icon = results.VERDICT_BOXES[verdict.word]
+getattr(st, show)(f"**Verdict: {verdict.head}.** {verdict.seen}", icon=icon)
 if verdict.word == "inconclusive":
     st.caption("Your prediction is not judged: at this N the test could not tell either way.")
     suggested = None if verdict.needed_n is None else results.suggested_n(verdict.needed_n)
     if suggested is not None and suggested <= limits.MAX_PROVE_N:
         st.button(
-            f"Set N to {suggested:,} (with a margin), then run again",
+            f"Run again with N = {suggested:,} (the N it needs, with a margin)",
             key=S + "use_needed_n",
-            on_click=set_n,
+            on_click=set_n_and_run,
             args=(suggested,),
         )
 elif prediction is None:
@@ -127,7 +138,8 @@ elif prediction is None:
 else:
     passed = verdict.word in ("pass", "missed")
     outcome = PREDICTIONS[0] if passed else PREDICTIONS[1]
-    right_or_wrong = "You were right." if prediction == outcome else "You were wrong: read the explanation above."
+    where = "below" if presenter.presenting(st.session_state) else "above"  # presenter mode puts inputs after results
+    right_or_wrong = "You were right." if prediction == outcome else f"You were wrong: read the explanation {where}."
     st.markdown(f"You predicted *{prediction}*; it {'passed' if passed else 'failed'}. {right_or_wrong}")
 
 
@@ -135,9 +147,15 @@ j = res.joint
 tok = verdict.tokens
 m = st.columns(4)
 m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
-m[1].metric(f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}")
-m[2].metric("p-value", f"{j.p_value:.3g}")
-m[3].metric("joint test", results.joint_says(j))
+jp = verdict.joint_p
+m[1].metric(f"critical value (α = {j.alpha:g})", f"{jp.critical_value:,.1f}",
+            help=f"the statistic's (1 − α) quantile, by {jp.method}")  # fmt: skip
+m[2].metric(
+    "p-value" if jp.method == "chi-square" else f"p-value ({jp.method})",
+    results.p_text(jp),
+    help=results.P_HELP[jp.method].format(draws=jp.draws),
+)
+m[3].metric("joint test", results.joint_says(j, jp))
 m = st.columns(4)
 m[0].metric("TV(observed, exact)", f"{j.tv:.4f}")
 m[1].metric(
@@ -164,10 +182,10 @@ tokens_says = results.tokens_says(tok)
 st.caption(
     f"The tokens-per-step test says {tokens_says}"
     + (f" (|z| = {abs(tok.z):.2f} against {results.z_critical(j.alpha):.2f})" if tokens_says != "inconclusive" else "")
-    + ". A test speaks only with the power to see a shift of "
-    f"TV {stats.MIN_TV:g} in the law (or {stats.MIN_TOKENS:g} tokens per step, after {stats.MIN_ROUNDS} rounds): the "
-    "verdict fails when a test that can speak fails, passes when both can speak and pass, and is inconclusive "
-    "otherwise."
+    + f". The verdict fails when a test rejects at level α = {j.alpha:g}, whatever its power; it passes only when "
+    f"both tests could see a shift of TV {stats.MIN_TV:g} in the law (or {stats.MIN_TOKENS:g} tokens per step, after "
+    f"{stats.MIN_ROUNDS} rounds) and neither rejects; otherwise it is inconclusive. Low power voids a pass, not a "
+    "rejection."
 )
 
 if bug == "shared_uniform":
@@ -179,7 +197,7 @@ if bug == "shared_uniform":
     for col, (name, t) in zip(cols, rows, strict=False):
         col.metric(
             name,
-            results.joint_says(t),
+            results.joint_says(t, jp if t is j else None),
             f"chi-square {t.statistic:,.1f} vs {t.critical_value:,.1f}",
             delta_color="off",
             delta_arrow="off",
@@ -191,8 +209,8 @@ if bug == "shared_uniform":
         delta_color="off",
         delta_arrow="off",
     )
-    seen = [name for name, t in rows if results.joint_says(t) == "fail"]
-    missed = [name for name, t in rows if results.joint_says(t) == "pass"]
+    seen = [name for name, t in rows if results.joint_says(t, jp if t is j else None) == "fail"]
+    missed = [name for name, t in rows if results.joint_says(t, jp if t is j else None) == "pass"]
     if tokens_says != "inconclusive":
         (seen if tokens_says == "fail" else missed).append("tokens per step")
     st.markdown(

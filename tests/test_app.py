@@ -333,7 +333,7 @@ def test_bug_lab_correct_verifier_passes_and_resample_from_p_is_caught():
     assert metric(at, "joint test") == "pass"
 
     run_bug_lab(at, "resample_from_p", "the test will pass")
-    assert "Verdict: caught" in texts(at.success)
+    assert "Verdict: caught" in texts(at.error)
     assert metric(at, "joint test") == "fail"
     assert "You were wrong" in texts(at.markdown)
 
@@ -348,7 +348,7 @@ def test_bug_lab_shared_uniform_shows_the_first_token_lesson():
 def test_bug_lab_no_bonus_is_caught_by_tokens_per_step():
     at = run_bug_lab(open_page("app_pages/bug_lab.py"), "no_bonus")
     assert metric(at, "joint test") == "pass"
-    assert "Verdict: caught" in texts(at.success)
+    assert "Verdict: caught" in texts(at.error)
     assert "The tokens-per-step test says fail" in texts(at.caption)
 
 
@@ -368,7 +368,7 @@ def test_bug_lab_link_reproduces_settings():
     assert at.number_input(key="buglab.n").value == 20_000
     assert "seed='abc' is not valid" in texts(at.warning)
     at.button(key="buglab.run").click().run()
-    assert "Verdict: caught" in texts(at.success)
+    assert "Verdict: caught" in texts(at.error)
 
 
 @pytest.mark.parametrize("n", [1, 30])
@@ -384,10 +384,9 @@ def test_bug_lab_a_powerless_run_is_inconclusive_not_pass_or_fail(n):
     assert metric(at, "joint test") == "inconclusive"
     assert metric(at, "detectable TV (99% power)") == "∞ (no power)"
     assert f"need N ≥ {verdict.needed_n:,} at least" in text  # the tokens test's spread is unknown at N <= 30
-    at.button(key="buglab.use_needed_n").click().run()  # follow the page's advice once
+    at.button(key="buglab.use_needed_n").click().run()  # follow the page's advice once: one click sets N and runs
     assert at.number_input(key="buglab.n").value == results.suggested_n(verdict.needed_n)
-    at.button(key="buglab.run").click().run()
-    assert "Verdict: pass" in texts(at.success)  # with the N it suggested, the test speaks
+    assert "Verdict: pass" in texts(at.success)  # with the N it suggested, the test speaks (issue 19: it cleared)
 
 
 def test_bug_lab_every_verdict_says_what_it_could_have_seen():
@@ -396,7 +395,7 @@ def test_bug_lab_every_verdict_says_what_it_could_have_seen():
     res = prove.run_case("reference", n=100_000, seed=0)
     assert f"TV ≥ {res.joint.detectable_tv:.4f} with 99% probability" in texts(at.success)
     run_bug_lab(at, "resample_from_p")
-    assert "Verdict: caught" in texts(at.success) and "TV ≥ " in texts(at.success)
+    assert "Verdict: caught" in texts(at.error) and "TV ≥ " in texts(at.error)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download this run (JSON)", "Download the counts (CSV)"]
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from specviz.app import batch_demo, results, speed
 from specviz.proof import prove, stats, theory
@@ -157,3 +158,97 @@ def test_an_impossible_sequence_is_a_certain_fail_not_a_false_alarm():
     other = prove.run_case("reference", BUGS["resample_from_p"].verifier, n=20_000, seed=0, name="mine")
     w = results.case_verdict(other)
     assert not other.joint.impossible and w.word == "FAIL" and "false alarm" in w.head and "certain" not in w.head
+
+
+# --- issue 19: a rejection at the stated level is a fail; Monte Carlo p-values at small N -----------
+
+
+def test_a_rejection_without_power_is_a_fail_with_its_power_beside_it():
+    """N = 300: the joint test lacks power (detectable TV > 0.05) but rejects shared_uniform at p ~ 4e-6."""
+    res = prove.run_case("reference", n=300, seed=0, bug=BUGS["shared_uniform"])
+    assert not res.joint.conclusive and res.joint.p_value < res.joint.alpha  # what the issue saw
+    v = results.case_verdict(res, "shared_uniform")
+    assert v.word == "caught" and v.good
+    assert v.joint_p.method == "Monte Carlo" and v.joint_p.rejects and v.joint_p.p_value <= res.joint.alpha
+    assert "low power voids a pass, not a rejection" in v.head
+    assert f"TV ≥ {res.joint.detectable_tv:.4f}" in v.seen  # the power, beside the verdict
+    assert results.joint_says(res.joint, v.joint_p) == "fail"
+    # Negative control: the correct verifier at the same N does not reject, and without power it cannot pass.
+    ok = results.case_verdict(prove.run_case("reference", n=300, seed=0), "the correct verifier")
+    assert ok.word == "inconclusive" and not ok.joint_p.rejects and ok.joint_p.method == "Monte Carlo"
+
+
+def test_a_correct_verifier_with_power_is_never_failed_by_the_monte_carlo_rule():
+    for seed in range(3):
+        v = results.case_verdict(prove.run_case("reference", n=100_000, seed=seed), "the correct verifier", seed=seed)
+        assert v.word == "pass" and v.joint_p.method == "chi-square"
+
+
+MC_TRIALS, MC_LEVEL, MC_N = 300, 0.05, 300
+# Rejections of a valid level-0.05 test in 300 independent datasets are at most Binomial(300, 0.05):
+# more than this many happens with probability below 0.001.
+MC_CRITICAL = int(binom.isf(0.001, MC_TRIALS, MC_LEVEL))
+
+
+def mc_rejections(sample_law: np.ndarray, null_law: np.ndarray) -> int:
+    rng = np.random.default_rng(19)
+    hits = 0
+    for t in range(MC_TRIALS):
+        obs = rng.multinomial(MC_N, sample_law).astype(np.float64)
+        p, _, _ = results.mc_p_value(obs, null_law, draws=199, seed=t, alpha=MC_LEVEL)
+        hits += p <= MC_LEVEL
+    return hits
+
+
+def test_monte_carlo_p_value_is_calibrated_under_the_exact_law():
+    """Under the law itself the Monte Carlo test rejects at rate <= alpha (fixed seeds, critical value above)."""
+    law = prove.scenario_chains(prove.SCENARIOS["reference"])[0].joint_law(3).ravel()
+    hits = mc_rejections(law, law)
+    assert hits <= MC_CRITICAL, (hits, MC_CRITICAL)
+    assert hits >= 1  # not a test that never rejects: its expected count is about 15
+
+
+def test_negative_control_monte_carlo_calibration_fails_for_a_moved_law():
+    """The same check on samples from a buggy verifier's exact law must exceed the critical value."""
+    law = prove.scenario_chains(prove.SCENARIOS["reference"])[0].joint_law(3).ravel()
+    moved = prove.exact_bug_law("reference", "resample_from_p").ravel()
+    assert 0.5 * np.abs(moved - law).sum() > 0.05
+    assert mc_rejections(moved, law) > MC_CRITICAL
+
+
+def test_monte_carlo_p_value_agrees_with_chi_square_where_the_approximation_holds():
+    """Two cells at N = 10,000: the pooled statistic is chi-square(1) to good accuracy."""
+    obs, law = np.array([5_120.0, 4_880.0]), np.array([0.5, 0.5])
+    p, stat, _ = results.mc_p_value(obs, law, draws=19_999, seed=0)
+    chi = stats.chi_square(obs, law)
+    assert stat == pytest.approx(chi.statistic)
+    assert p == pytest.approx(chi.p_value, abs=0.005)  # 0.0164: Monte Carlo SE ~ 0.0009
+
+
+def test_p_values_never_print_as_zero():
+    import mpmath
+
+    for x, dof in ((2_000.0, 35), (20_000.0, 40), (600.0, 35)):
+        exact = float(mpmath.log10(mpmath.gammainc(dof / 2, x / 2, mpmath.inf, regularized=True)))
+        assert results.chi2_log10_sf(x, dof) == pytest.approx(exact, abs=1e-9)
+    res = prove.run_case("reference", n=100_000, seed=0, bug=BUGS["resample_from_p"])
+    assert res.joint.p_value == 0.0  # the float underflows
+    jp = results.joint_p_value(res)
+    text = results.p_text(jp)
+    mantissa, exponent = text.split("e")
+    exact = stats_chi2_log10(res.joint.statistic, res.joint.dof)
+    assert 1 <= float(mantissa) < 10 and int(exponent) == int(np.floor(exact)) < -300  # 1.93e-6426, not "0"
+    assert np.log10(float(mantissa)) + int(exponent) == pytest.approx(exact, abs=0.01)
+
+
+def stats_chi2_log10(x: float, dof: int) -> float:
+    import mpmath
+
+    return float(mpmath.log10(mpmath.gammainc(dof / 2, x / 2, mpmath.inf, regularized=True)))
+
+
+def test_monte_carlo_p_value_refuses_bad_input():
+    with pytest.raises(ValueError, match="observed"):
+        results.mc_p_value(np.ones(3), np.full(4, 0.25))
+    with pytest.raises(ValueError, match="draws"):
+        results.mc_p_value(np.ones(4), np.full(4, 0.25), draws=0)

@@ -3,10 +3,17 @@
 # C cells of a joint law (V**L), M values of K, R rows kept of a batch
 
 A verdict is worth only the test behind it. :func:`case_verdict` reads a Bug-lab case
-(:class:`specviz.proof.prove.CaseResult`) and says pass / FAIL / caught / missed only when the test
-had the power to say it (:attr:`specviz.proof.stats.ChiSquare.conclusive`,
-:attr:`specviz.proof.stats.MeanTest.conclusive`), "inconclusive" with the N it would need
-otherwise, and always how large a shift it could have seen.
+(:class:`specviz.proof.prove.CaseResult`). A rejection at the stated level alpha is a fail
+(FAIL, or "caught" for a bug) whatever the power: low power voids a pass, never a rejection.
+A pass (or "missed") needs the power to see a shift (:attr:`specviz.proof.stats.ChiSquare.conclusive`,
+:attr:`specviz.proof.stats.MeanTest.conclusive`); a non-rejection without it is "inconclusive",
+with the N it would need. Every verdict says how large a shift the tests could have seen.
+
+Where the joint test lacks power, N is small and the chi-square approximation of the pooled
+statistic's tail is doubtful, so :func:`joint_p_value` takes that statistic's p-value by Monte
+Carlo under the exact law (known): :data:`MC_DRAWS` multinomial samples of N from it, and
+p = (1 + #{simulated >= observed}) / (1 + draws), which is a valid p-value (P(p <= alpha) <= alpha
+under the law). A fail therefore always means a rejection at level alpha.
 
 The ``*_record`` functions turn a result into plain dicts and lists (JSON-ready: non-finite
 floats become ``None``), the ``*_csv`` functions into CSV text; pages hand them to a
@@ -16,6 +23,7 @@ download button. A Bug-lab record carries the same fields as ``specviz prove --j
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -25,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats as sps
 
+from ..errors import InputError
 from ..proof import stats
 
 # --- verdicts --------------------------------------------------------------------------------------
@@ -39,41 +48,188 @@ class Verdict(NamedTuple):
     needed_n: int | None  # sequences the case needs before it can speak (when inconclusive)
     head: str  # the verdict and why, e.g. "inconclusive: N = 1 is too small — need N ≥ 8,347 ..."
     seen: str  # what the tests could have seen: detectable TV and tokens-per-step shift
+    joint_p: JointP | None = None  # the joint test's p-value behind the verdict (None on error)
 
     @property
     def line(self) -> str:
         return f"{self.head}. {self.seen}"
 
 
-def joint_says(test: stats.ChiSquare) -> str:
-    """What one chi-square test says: "fail", "pass" or "inconclusive", by the rule of :mod:`specviz.proof.prove`.
+def joint_says(test: stats.ChiSquare, jp: JointP | None = None) -> str:
+    """What one chi-square test says: "fail", "pass" or "inconclusive".
 
-    A test speaks only when it is conclusive (:attr:`specviz.proof.stats.ChiSquare.conclusive`: the
-    power to see a shift of :data:`specviz.proof.stats.MIN_TV`, or a sample the target cannot produce).
+    With ``jp`` (:func:`joint_p_value` of the case), a rejection at level alpha is "fail" whatever the
+    power. Otherwise the test speaks only when it is conclusive
+    (:attr:`specviz.proof.stats.ChiSquare.conclusive`: the power to see a shift of
+    :data:`specviz.proof.stats.MIN_TV`, or a sample the target cannot produce): without power the
+    chi-square approximation of its tail is not trusted either way.
     """
+    if jp is not None and jp.rejects:
+        return "fail"
     if not test.conclusive:
         return "inconclusive"
     return "pass" if test.passed else "fail"
 
 
 def tokens_says(test: stats.MeanTest) -> str:
-    """The same for the tokens-per-step z-test (:attr:`specviz.proof.stats.MeanTest.conclusive`)."""
+    """The same for the tokens-per-step z-test: "fail" when it rejects with at least
+    :data:`specviz.proof.stats.MIN_ROUNDS` rounds (whatever its power), "pass" only with power
+    (:attr:`specviz.proof.stats.MeanTest.conclusive`)."""
+    if tokens_rejects(test):
+        return "fail"
     if not test.conclusive:
         return "inconclusive"
     return "pass" if test.passed else "fail"
 
 
-def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
+# How a page shows each verdict: (Streamlit alert, icon). The colour is what the test said.
+VERDICT_BOXES = {
+    "pass": ("success", ":material/check_circle:"),
+    "FAIL": ("error", ":material/cancel:"),
+    "caught": ("error", ":material/bug_report:"),  # the test failed, as it should on a bug: red, not green
+    "missed": ("warning", ":material/visibility_off:"),
+    "inconclusive": ("warning", ":material/help:"),
+    "ERROR": ("error", ":material/error:"),
+}
+P_HELP = {
+    "chi-square": "from the chi-square distribution of the pooled statistic (the test has the power to speak here)",
+    "Monte Carlo": "by Monte Carlo under the exact law: {draws:,} samples of the same N, pooled alike; at small N the "
+    "chi-square approximation of the tail is doubtful, this p-value is not",
+    "impossible sample": "a sequence the target gives probability 0: a certain fail",
+}
+MC_DRAWS = 9_999  # Monte Carlo p-values resolve 1e-4, ten times finer than the default alpha = 0.001
+
+
+class JointP(NamedTuple):
+    """The joint test's p-value as the verdict uses it."""
+
+    p_value: float  # 0 only for a sample the target cannot produce
+    method: str  # "chi-square" (the approximation, at the power to speak), "Monte Carlo" or "impossible sample"
+    draws: int  # Monte Carlo samples behind it (0 otherwise)
+    critical_value: float  # of the statistic at level alpha, by the same method
+    log10_p: float  # log10 of the p-value, finite where the float underflows (chi-square tails)
+    rejects: bool  # p-value <= alpha
+
+
+def _pooling(law: np.ndarray, n: int) -> np.ndarray:
+    """(G, C) 0/1 matrix taking counts of the C positive cells to the G cells :func:`stats.chi_square` pools."""
+    exp = n * law
+    cols = [stats._pool(np.eye(law.size)[c], exp, stats.MIN_EXPECTED)[0] for c in range(law.size)]
+    return np.stack(cols, axis=1)  # (G, C)
+
+
+@functools.lru_cache(maxsize=256)
+def _mc_null(law_bytes: bytes, n: int, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    law = np.frombuffer(law_bytes, dtype=np.float64)  # (C,) positive cells only
+    pool = _pooling(law, n)  # (G, C)
+    e = pool @ (n * law)  # (G,)
+    sims = np.random.default_rng([seed, n]).multinomial(n, law, size=draws) @ pool.T  # (draws, G)
+    stat = ((sims - e) ** 2 / e).sum(axis=1)  # (draws,)
+    return np.sort(stat), pool, e
+
+
+def mc_p_value(observed: np.ndarray, law: np.ndarray, *, draws: int = MC_DRAWS, seed: int = 0,
+               alpha: float = stats.ALPHA) -> tuple[float, float, float]:  # fmt: skip
+    """(p-value, statistic, critical value) of the pooled Pearson statistic of ``observed`` (C,) counts,
+    by Monte Carlo under ``law`` (C,): ``draws`` multinomial samples of the same N, pooled alike.
+
+    p = (1 + #{simulated >= observed}) / (1 + draws); the critical value is the simulated
+    (1 - alpha) quantile. Cells of probability 0 are left out (one sample there is a certain fail,
+    which :func:`joint_p_value` reports before calling this).
+    """
+    obs = np.asarray(observed, dtype=np.float64).ravel()
+    p0 = np.asarray(law, dtype=np.float64).ravel()
+    if obs.shape != p0.shape:
+        raise InputError("observed", f"as many cells as law ({p0.size})", f"{obs.size}")
+    if int(draws) < 1:
+        raise InputError("draws", "at least 1 Monte Carlo sample", str(draws))
+    n = int(round(obs.sum()))
+    keep = p0 > 0
+    null, pool, e = _mc_null(np.ascontiguousarray(p0[keep] / p0[keep].sum()).tobytes(), n, int(draws), int(seed))
+    o = pool @ obs[keep]  # (G,)
+    stat = float(((o - e) ** 2 / e).sum())
+    tol = 1e-9 * max(stat, 1.0)  # the same statistic recomputed: equal values tie
+    k = null.size - int(np.searchsorted(null, stat - tol, side="left"))  # simulated >= observed
+    crit = float(np.quantile(null, 1 - alpha)) if null.size else math.inf
+    return (1 + k) / (1 + null.size), stat, crit
+
+
+def joint_p_value(res: Any, seed: int = 0, draws: int = MC_DRAWS) -> JointP:
+    """The joint test's p-value for the verdict: chi-square where the test has the power to speak,
+    Monte Carlo under the exact law where it does not (small N), 0 for an impossible sample."""
+    j = res.joint
+    if j.impossible:
+        return JointP(0.0, "impossible sample", 0, j.critical_value, -math.inf, True)
+    if j.conclusive or j.dof == 0:  # at dof 0 every cell is pooled into one: nothing to test
+        log10_p = chi2_log10_sf(j.statistic, j.dof) if j.dof else 0.0
+        return JointP(j.p_value, "chi-square", 0, j.critical_value, log10_p, bool(j.p_value <= j.alpha))
+    p, _, crit = mc_p_value(res.observed, res.law, draws=draws, seed=seed, alpha=j.alpha)
+    return JointP(p, "Monte Carlo", int(draws), crit, math.log10(p), bool(p <= j.alpha))
+
+
+def chi2_log10_sf(x: float, dof: int) -> float:
+    """log10 P(chi-square(dof) > x), finite far past the point where the p-value underflows to 0.
+
+    SciPy's logsf underflows too there, so in the far tail (x/2 > dof/2 + 1, where the p-value is
+    below 1e-300) the upper incomplete gamma Q(a, z), a = dof/2, z = x/2, comes from Legendre's
+    continued fraction Gamma(a, z) = e^-z z^a / (z + 1 - a - 1(1 - a) / (z + 3 - a - 2(2 - a) / ...)),
+    evaluated by the modified Lentz method (Numerical Recipes, gcf).
+    """
+    p = float(sps.chi2.sf(x, dof))
+    a, z = dof / 2, x / 2
+    if p > 0 or not math.isfinite(x) or z <= a + 1:
+        return math.log10(p) if p > 0 else -math.inf
+    tiny = 1e-300
+    b = z + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        step = d * c
+        h *= step
+        if abs(step - 1) < 1e-15:
+            break
+    return (-z + a * math.log(z) - math.lgamma(a) + math.log(h)) / math.log(10)
+
+
+def p_text(jp: JointP) -> str:
+    """A p-value as a page prints it: never a bare "0" unless the sample is impossible."""
+    if jp.method == "impossible sample":
+        return "0 (impossible sample)"
+    if jp.method == "Monte Carlo" and jp.p_value <= 1 / (1 + jp.draws):
+        return f"≤ {jp.p_value:.1g}"  # no simulated statistic reached the observed one
+    if jp.p_value > 0:
+        return f"{jp.p_value:.3g}"
+    if not math.isfinite(jp.log10_p):
+        return "< 1e-300"
+    exp = math.floor(jp.log10_p)
+    return f"{10 ** (jp.log10_p - exp):.2f}e{exp}"  # below float's range: from log sf
+
+
+def tokens_rejects(t: stats.MeanTest) -> bool:
+    """The tokens-per-step z-test rejects at its level, with enough rounds for its standard error to mean something."""
+    return t.rounds >= stats.MIN_ROUNDS and not t.passed
+
+
+def case_verdict(res: Any, subject: str = "the verifier", seed: int = 0) -> Verdict:
     """The verdict a page shows for one case, with the power behind it.
 
     ``res`` is a :class:`specviz.proof.prove.CaseResult`; ``subject`` names what ran (a bug name, or
-    "the correct verifier").
+    "the correct verifier"); ``seed`` seeds the Monte Carlo p-value where one is needed. A
+    rejection at level alpha fails (FAIL, or caught for a bug) whatever the power; a pass needs
+    power; a non-rejection without power is inconclusive.
     """
     j = res.joint
     if res.error:
         return Verdict("ERROR", False, math.inf, j.power, None, None, f"ERROR: {subject} raised: {res.error}", "")
     tokens = res.tokens  # prove's tokens-per-step test, with its own power
-    word = str(res.verdict)  # prove's verdict: pass, FAIL, caught, missed or inconclusive
+    jp = joint_p_value(res, seed)
     seen = (
         f"The joint test catches any shift of the law by TV ≥ {j.detectable_tv:.4f} with {j.power:.0%} probability"
         if math.isfinite(j.detectable_tv)
@@ -85,8 +241,34 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
             if math.isfinite(tokens.detectable) and tokens.rounds >= stats.MIN_ROUNDS
             else f"; the tokens-per-step test needs at least {stats.MIN_ROUNDS} verifications."
         )
+    rejected = jp.rejects or (tokens is not None and tokens_rejects(tokens))
+    powered = j.conclusive and (tokens is None or tokens.conclusive)
     needed = None
-    if word == "inconclusive":
+    if rejected:
+        word = "caught" if res.is_bug else "FAIL"
+        shown = p_text(jp)
+        which = [f"the joint test (p {'' if shown[0] in '≤<' else '= '}{shown}, {jp.method})"] if jp.rejects else []
+        if tokens is not None and tokens_rejects(tokens):
+            which.append(f"tokens per step (z = {tokens.z:+.2f})")
+        why = f"{' and '.join(which)} rejected at level α = {j.alpha:g}"
+        if j.impossible:
+            why = "a sequence the target cannot produce: certain"
+        if res.is_bug:
+            head = f"caught: the test fails on {subject}, as it should — {why}"
+        elif j.impossible:
+            head = f"FAIL: {subject} produced {why}"
+        else:
+            head = f"FAIL: {subject} failed — {why}: a false alarm (rate {j.alpha:g}) or a real bug"
+        if not powered:
+            head += (
+                f". The rejection stands at N = {j.n:,} although the test lacks full power there: low power voids "
+                "a pass, not a rejection"
+            )
+    elif powered:
+        word = "missed" if res.is_bug else "pass"
+        head = f"missed: the test passes on {subject} here" if res.is_bug else f"pass: {subject} matched the target"
+    else:
+        word = "inconclusive"
         needed = res.needed_n
         # Below MIN_ROUNDS the tokens test's spread is not known yet, so its share of N is a floor.
         floor = tokens is not None and tokens.rounds < stats.MIN_ROUNDS
@@ -94,19 +276,8 @@ def case_verdict(res: Any, subject: str = "the verifier") -> Verdict:
             f"inconclusive: N = {j.n:,} is too small — need N ≥ {needed:,}{' at least' if floor else ''} to detect "
             f"a shift of TV {stats.MIN_TV:g} (or {stats.MIN_TOKENS:g} tokens per step) with {j.power:.0%} probability"
         )
-    else:
-        head = {
-            "pass": f"pass: {subject} matched the target",
-            "FAIL": (
-                f"FAIL: {subject} produced a sequence the target cannot produce: certain"
-                if j.impossible
-                else f"FAIL: {subject} failed — a false alarm (rate {j.alpha:g}) or a real bug"
-            ),
-            "caught": f"caught: the test fails on {subject}",
-            "missed": f"missed: the test passes on {subject} here",
-        }.get(word, word)
     good = word == "pass" if not res.is_bug else word == "caught"
-    return Verdict(word, good, float(j.detectable_tv), float(j.power), tokens, needed, head, seen)
+    return Verdict(word, good, float(j.detectable_tv), float(j.power), tokens, needed, head, seen, jp)
 
 
 SUGGEST_MARGIN = 1.25  # needed_n is where power just reaches 99% for the spread seen so far; a new run varies
