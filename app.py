@@ -40,6 +40,7 @@ PAGES = [
     st.Page("app_pages/interview.py", title="Interview walkthrough", icon=":material/school:", url_path="interview"),
     st.Page("app_pages/text.py", title="Real text", icon=":material/edit_note:", url_path="real-text"),
     st.Page("app_pages/one_round.py", title="One round, step by step", icon=":material/casino:", url_path="one-round"),
+    st.Page("app_pages/find_bug.py", title="Find the bug", icon=":material/search:", url_path="find-the-bug"),
 ]
 
 page = st.navigation(PAGES)
