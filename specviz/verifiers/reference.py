@@ -18,16 +18,14 @@ the target is in :mod:`specviz.verifiers.verify`), for a row with j = num_draft[
    for a deterministic drafter), or from p_i when that has no mass;
 5. if every draft survives, the bonus from p_j: row num_draft[b], not the padded tensor's last.
 
-The draw, shared by steps 4 and 5 (one grid, one inverse CDF for the chain): each weight w is
-floor(w * 2^48), computed in the input's float type (float32 for half precision; q is cast to
-p's type before p - q), summed in float64, where every partial sum of a row below 16 is an exact
-integer; the token is the number of running weights <= floor(u * total), the threshold clamped
-to total - 1. See :mod:`specviz.verifiers._sample` for why this grid. Block and tree verification
-keep the engine's own grid, floor(w * 2^58) in int64 (:func:`specviz.verifiers.block.inverse_cdf`):
-their weights are float64 products (w_i p_i - q_i, and the tree's unnormalized r), not entries
-of the input, and their thresholds are built from those integer masses, so the exact laws the
-court and tests/test_block.py, tests/test_tree.py pin are stated on that grid. Moving them to
-2^-48 is a change of the engine first; here each reference uses its engine's grid.
+The draw of steps 4 and 5 is the engine's: each weight is floor(w * 2^48), computed in the input's
+float type (float32 for half precision; q cast to p's type before p - q) and summed in float64,
+exact below 16; the token is the number of running weights <= floor(u * total), clamped to
+total - 1 (why this grid: :mod:`specviz.verifiers._sample`). Block and tree keep their engine's grid,
+floor(w * 2^58) in int64 (:func:`specviz.verifiers.block.quantize`): their weights are float64
+products (w_i p_i - q_i, the tree's unnormalized r), not input entries, their thresholds are built
+from those integer masses, and the exact laws tests/test_block.py and tests/test_tree.py pin are
+stated on it; one grid for all would change the engine first.
 
 Mistakes. Each rule is a function of named steps collected in a NamedTuple (:class:`ChainSteps`,
 :class:`BlockSteps`, :class:`TreeSteps`); the correct steps are :data:`CHAIN`, :data:`BLOCK` and
@@ -44,15 +42,15 @@ engine's :class:`~specviz.errors.InputError`, naming the argument (:mod:`specviz
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import InputError
+from . import _reference_inputs as _in
 from . import _validate as check
-from ._xp import NumpyOps, TorchDraws, is_torch
+from ._xp import NumpyOps, is_torch
 from .block import QUANT, prepare, quantize
 from .tree import TreeVerification, _prepare, _uniforms
 from .verify import PAD_TOKEN, Uniforms, Verification
@@ -222,104 +220,22 @@ def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.nd
     q = None if Q is None else _compute(Q[b, qpos]) if K else None
     x = xs[b, qpos] if K else np.zeros(len(b), np.int64)
     if validate:
-        _check_rows("target_probs", p, tol[0])
+        _in.check_rows("target_probs", p, tol[0])
         if q is not None:
-            _check_rows("draft_probs", q[r], tol[1])
+            _in.check_rows("draft_probs", q[r], tol[1])
     try:
         if r.any():
             out[b[r]] = steps.replacement(p[r], None if q is None else q[r], x[r], u[b[r]], steps.inverse_cdf)
         if (~r).any():
             out[b[~r]] = steps.inverse_cdf(p[~r], u[b[~r]])
     except _Refused:
-        _name_refusal(p, q, r)
+        _in.name_refusal(p, q, r)
     return out
 
 
 def _compute(rows: np.ndarray) -> np.ndarray:
     """A copy of rows in the engine's compute dtype: float32 for half precision, else as given."""
     return rows.astype(np.float32 if rows.dtype == np.float16 else rows.dtype)
-
-
-def _check_rows(name: str, rows: np.ndarray, tol: float) -> None:
-    """validate=True: each full row read is finite, non-negative and sums to 1 on the grid within tol."""
-    if not rows.size:
-        return
-    if not np.isfinite(rows).all():
-        raise InputError(name, "finite probabilities", "NaN or infinite entries")
-    if rows.min() < 0:
-        raise InputError(name, "non-negative probabilities", f"minimum {float(rows.min()):.6g}")
-    sums = on_grid(rows).sum(axis=1) / GRID  # (R,) exact: the verdict every engine path gives
-    worst = int(np.argmax(np.abs(sums - 1.0)))
-    if abs(sums[worst] - 1.0) > tol:
-        raise InputError(name, f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
-                         f"a row summing to {sums[worst]:.6g}")  # fmt: skip
-
-
-def _name_refusal(p: np.ndarray, q: np.ndarray | None, r: np.ndarray) -> None:
-    """Raise the InputError of a refused draw, naming the argument that holds the bad entry."""
-    if not np.isfinite(p).all():
-        raise InputError("target_probs", "finite probabilities", "NaN or infinite entries")
-    if p.size and p.min() < 0:
-        raise InputError("target_probs", "non-negative probabilities", f"minimum {float(p.min()):.6g}")
-    if q is not None and not np.isfinite(q[r]).all():
-        raise InputError("draft_probs", "finite probabilities", "NaN or infinite entries")
-    raise InputError("target_probs", "probability rows (each summing to less than 16)",
-                     "a row whose weights sum to 16 or more")  # fmt: skip
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def _numpy(a: Any) -> Any:
-    """A torch tensor as a NumPy array (half precision as float32, exactly); anything else as given."""
-    if not is_torch(a):
-        return a
-    t = sys.modules["torch"]
-    a = a.detach().cpu().resolve_conj().resolve_neg()
-    if a.dtype in (t.float16, t.bfloat16):
-        a = a.float()
-    return a.numpy()
-
-
-def _back(res: Any, torch_in: bool) -> Any:
-    """Results as torch CPU tensors when the inputs were torch tensors."""
-    if not torch_in:
-        return res
-    from_numpy = sys.modules["torch"].from_numpy
-    return type(res)._make([from_numpy(np.ascontiguousarray(f)) for f in res])
-
-
-def _tolerances(target: Any, draft: Any) -> tuple[float, float]:
-    """The row-sum tolerances of the inputs as given (1e-2 for half precision, else 1e-4)."""
-    tq = check.sum_atol(draft) if draft is not None and hasattr(draft, "dtype") else check.SUM_ATOL
-    return check.sum_atol(target) if hasattr(target, "dtype") else check.SUM_ATOL, tq
-
-
-def _rng(rng: Any, torch_in: bool, target: Any, uniforms: Any) -> Any:
-    """A torch generator (or None) with torch inputs draws the engine's torch uniforms."""
-    if uniforms is not None or not torch_in or isinstance(rng, np.random.Generator):
-        return rng
-    return TorchDraws(rng, target.device)
-
-
-def _chain_inputs(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, rng: Any,
-                  uniforms: Any, validate: bool) -> tuple:  # fmt: skip
-    """The engine's checks for the padded layout; NumPy arrays and the uniforms."""
-    tol = _tolerances(target_probs, draft_probs)
-    torch_in = is_torch(target_probs)
-    r = _rng(rng, torch_in, target_probs, uniforms)
-    if uniforms is not None and isinstance(uniforms, tuple):
-        uniforms = tuple(_numpy(u) for u in uniforms)
-    P, x, j, _ = check.padded_inputs(_NP, _numpy(target_probs), _numpy(draft_tokens), _numpy(num_draft), "target_probs")
-    B, K, V = x.shape[0], x.shape[1], P.shape[2]
-    Q = None if draft_probs is None else check.as_array(_NP, _numpy(draft_probs), "draft_probs")
-    if Q is not None:
-        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    check.check_float("target_probs", P, _NP)
-    if Q is not None:
-        check.check_float("draft_probs", Q, _NP)
-    ua, us = check.get_uniforms(_NP, r, uniforms, (B, K), B, validate)
-    return P, Q, x, j, ua, us, tol, torch_in
 
 
 class _Rule:
@@ -338,43 +254,20 @@ class _Rule:
 
 def _verify(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array,
             *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
-    P, Q, x, j, ua, us, tol, torch_in = _chain_inputs(
+    P, Q, x, j, ua, us, tol, torch_in = _in.chain_inputs(
         target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
     with np.errstate(invalid="ignore", over="ignore"):
-        return _back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
+        return _in.back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
 
 
 def _verify_flat(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array,
                  draft_indptr: Array, *, rng: Any = None, uniforms: Any = None,
                  validate: bool = True) -> Verification:  # fmt: skip
     """The flat layout turned into the padded one (specviz.verifiers.layout), uniforms included."""
-    from .layout import flat_to_padded
-
-    tol = _tolerances(target_probs, draft_probs)
-    torch_in = is_torch(target_probs)
-    r = _rng(rng, torch_in, target_probs, uniforms)
-    T = check.as_array(_NP, _numpy(target_probs), "target_probs")
-    xf = check.as_array(_NP, _numpy(draft_tokens), "draft_tokens")
-    ind = check.as_array(_NP, _numpy(draft_indptr), "draft_indptr")
-    D = None if draft_probs is None else check.as_array(_NP, _numpy(draft_probs), "draft_probs")
-    check.check_ndim("draft_tokens", xf, 1, "(N,)")
-    check.check_ndim("draft_indptr", ind, 1, "(B+1,)")
-    check.check_integer("draft_tokens", xf, _NP)
-    check.check_integer("draft_indptr", ind, _NP)
-    check.check_ndim("target_probs", T, 2, "(N+B, V)")
-    N, B = xf.shape[0], ind.shape[0] - 1
-    if D is not None:
-        check.check_shape("draft_probs", D, (N, T.shape[1]), "(N, V)")
-    check.check_range("draft_tokens", xf, 0, T.shape[1] - 1, _NP, "token ids")
-    if uniforms is not None and isinstance(uniforms, tuple):
-        uniforms = tuple(_numpy(u) for u in uniforms)
-    ua_flat, us = check.get_uniforms(_NP, r, uniforms, (N,), max(B, 0), validate)
-    P, Q, x, j = flat_to_padded(T, D, xf, ind)
-    valid = np.arange(x.shape[1])[None, :] < j[:, None]  # (B, K)
-    ua = np.zeros(x.shape)
-    ua[valid] = ua_flat  # row-major order is the flat order
+    P, Q, x, j, ua, us, tol, torch_in = _in.flat_inputs(
+        target_probs, draft_probs, draft_tokens, draft_indptr, rng, uniforms, validate)
     with np.errstate(invalid="ignore", over="ignore"):
-        return _back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
+        return _in.back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
 
 
 verify = _Rule(_verify, CHAIN, "verify", """The chain rule, padded layout: :func:`specviz.verify`'s signature, result.
@@ -464,14 +357,14 @@ def _verify_block(steps: BlockSteps, target_probs: Array, draft_probs: Array | N
                   validate: bool = True) -> Verification:  # fmt: skip
     torch_in = is_torch(target_probs)
     checked = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)  # the engine's checks
-    r = _rng(rng, torch_in, target_probs, uniforms)
+    r = _in.engine_rng(rng, torch_in, target_probs, uniforms)
     if uniforms is not None and isinstance(uniforms, tuple):
-        uniforms = tuple(_numpy(u) for u in uniforms)
+        uniforms = tuple(_in.to_numpy(u) for u in uniforms)
     ua, us = check.get_uniforms(_NP, r, uniforms, (checked.B, checked.K), checked.B, validate)
-    T = np.asarray(_numpy(target_probs)).astype(np.float64)  # (B, K+1, V)
-    Q = None if draft_probs is None else np.asarray(_numpy(draft_probs)).astype(np.float64)  # (B, K, V)
-    x = np.asarray(_numpy(checked.tokens))  # (B, K) 0 past num_draft
-    j = np.asarray(_numpy(checked.num_draft))
+    T = np.asarray(_in.to_numpy(target_probs)).astype(np.float64)  # (B, K+1, V)
+    Q = None if draft_probs is None else np.asarray(_in.to_numpy(draft_probs)).astype(np.float64)  # (B, K, V)
+    x = np.asarray(_in.to_numpy(checked.tokens))  # (B, K) 0 past num_draft
+    j = np.asarray(_in.to_numpy(checked.num_draft))
     B, K = x.shape
     ar, pos = np.arange(B), np.arange(K)
     valid = pos[None, :] < j[:, None]
@@ -504,7 +397,7 @@ def _verify_block(steps: BlockSteps, target_probs: Array, draft_probs: Array | N
     tokens[ar, tau] = token
     out = Verification(tokens=tokens, num_tokens=tau + 1, num_accepted=tau, accept_uniforms=np.where(valid, ua, np.nan),
                        ratios=H, bonus=bonus, sample_uniforms=us + 0.0)  # fmt: skip
-    return _back(out, torch_in)
+    return _in.back(out, torch_in)
 
 
 verify_block = _Rule(_verify_block, BLOCK, "verify_block", """Block verification (Sun et al.):
@@ -547,13 +440,13 @@ def _verify_tree(steps: TreeSteps, target_probs: Array, draft_probs: Array | Non
         ua, us = (np.asarray(a) for a in _uniforms(t, rng, None, validate))
     else:
         if uniforms is not None and isinstance(uniforms, tuple):
-            uniforms = tuple(_numpy(u) for u in uniforms)
+            uniforms = tuple(_in.to_numpy(u) for u in uniforms)
         t_np = t._replace(ops=_NP)
         ua, us = _uniforms(t_np, rng, uniforms, validate)
-    ua, us = _numpy(ua), _numpy(us)
-    T = np.asarray(_numpy(t.target)).astype(np.float64)  # (B, N, V)
-    Q = None if t.draft is None else np.asarray(_numpy(t.draft)).astype(np.float64)
-    tok, par, has_child = (np.asarray(_numpy(a)) for a in (t.tokens, t.parents, t.has_child))
+    ua, us = _in.to_numpy(ua), _in.to_numpy(us)
+    T = np.asarray(_in.to_numpy(t.target)).astype(np.float64)  # (B, N, V)
+    Q = None if t.draft is None else np.asarray(_in.to_numpy(t.draft)).astype(np.float64)
+    tok, par, has_child = (np.asarray(_in.to_numpy(a)) for a in (t.tokens, t.parents, t.has_child))
     B, N = tok.shape
     ar = np.arange(B)
     cur = np.zeros(B, np.int64)  # (B,) the current node
@@ -594,7 +487,7 @@ def _verify_tree(steps: TreeSteps, target_probs: Array, draft_probs: Array | Non
     out = TreeVerification(tokens=tokens, num_tokens=depth + 1, num_accepted=depth.copy(), path=path, last_node=cur,
                            bonus=~has_child[ar, cur], accept_uniforms=np.where(thr == thr, ua, np.nan),
                            thresholds=thr, sample_uniforms=us + 0.0)  # fmt: skip
-    return _back(out, torch_in)
+    return _in.back(out, torch_in)
 
 
 verify_tree = _Rule(_verify_tree, TREE, "verify_tree", """Tree verification (recursive rejection sampling):
