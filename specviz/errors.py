@@ -14,3 +14,12 @@ class InputError(ValueError):
         self.expected = expected
         self.got = got
         super().__init__(f"{argument}: expected {expected}, got {got}")
+
+
+def digits(x: object) -> str:
+    """A number for a message, with every digit that tells it from its neighbours.
+
+    ``repr`` of the float64: a row summing to 1 + 2e-9 reads "1.000000002", where ``.6g``
+    printed "1" and the message rounded away its own problem.
+    """
+    return repr(float(x))  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, digits
 
 START = -1  # the context before the first token
 # Up to this many tokens, an inverse-CDF draw compares one column at a time: NumPy pays ~30 ns
@@ -124,7 +124,7 @@ def make_chain(table: np.ndarray, name: str = "table") -> MarkovChain:
     sums = t.sum(1)
     if np.abs(sums - 1).max() > 1e-9:
         raise InputError(
-            name, "rows summing to 1 (tolerance 1e-9)", f"a row summing to {sums[np.abs(sums - 1).argmax()]:.6g}"
+            name, "rows summing to 1 (tolerance 1e-9)", f"a row summing to {digits(sums[np.abs(sums - 1).argmax()])}"
         )
     return MarkovChain(t)
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize, stats
 
-from ..errors import InputError
+from ..errors import InputError, digits
 
 ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
 MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this
@@ -96,7 +96,7 @@ def chi_square(
     if not 0 < alpha < 1:
         raise InputError("alpha", "a level in (0, 1)", str(alpha))
     if (p0 < 0).any() or abs(p0.sum() - 1) > 1e-9:
-        raise InputError("expected_probs", "probabilities summing to 1", f"sum {p0.sum():.6g}")
+        raise InputError("expected_probs", "probabilities summing to 1", f"sum {digits(p0.sum())}")
     n = int(obs.sum())
     if n == 0:
         raise InputError("observed", "at least one sample", "0")

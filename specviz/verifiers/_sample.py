@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, digits
 from . import _fused as numba_pass
 from . import _validate as check
 
@@ -413,5 +413,5 @@ def _check_sums(ops: Any, name: str, sums: Array, table: Array, exact: Any = Non
         raise InputError(
             name,
             f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
-            f"a row summing to {ops.scalar(sums[worst]):.6g}",
+            f"a row summing to {digits(ops.scalar(sums[worst]))}",
         )

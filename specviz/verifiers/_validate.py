@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, digits
 
 # |sum(row) - 1| allowed for a probability row. Loose enough for a float32 softmax over a
 # 128k vocabulary (rounding error ~1e-5), tight enough to catch an unnormalized row or logits.
@@ -80,7 +80,7 @@ def check_prob_rows(name: str, rows: Any, ops: Any) -> None:
         raise InputError(
             name,
             f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
-            f"a row summing to {ops.scalar(sums.reshape(-1)[worst]):.6g}",
+            f"a row summing to {digits(ops.scalar(sums.reshape(-1)[worst]))}",
         )
 
 
@@ -91,7 +91,7 @@ def check_uniforms(name: str, u: Any, ops: Any) -> None:
         raise InputError(name, "uniforms in [0, 1)", "NaN or infinite entries")
     lo, hi = ops.scalar(u.min()), ops.scalar(u.max())
     if lo < 0 or hi >= 1:
-        raise InputError(name, "uniforms in [0, 1)", f"range [{lo:.6g}, {hi:.6g}]")
+        raise InputError(name, "uniforms in [0, 1)", f"range [{digits(lo)}, {digits(hi)}]")
 
 
 def check_probes(name: str, values: Any, ops: Any) -> None:
@@ -104,7 +104,7 @@ def check_probes(name: str, values: Any, ops: Any) -> None:
     if lo < 0:
         raise InputError(name, "non-negative probabilities", f"minimum {lo:.6g}")
     if hi > 1:
-        raise InputError(name, "probabilities at most 1", f"{hi:.6g} at a drafted token")
+        raise InputError(name, "probabilities at most 1", f"{digits(hi)} at a drafted token")
 
 
 # --- the inputs every padded entry point shares (verify, verify_greedy, block, tree) -----------
