@@ -39,7 +39,7 @@ st.session_state.setdefault(S + "revealed", False)
 
 st.title("Find the bug")
 st.caption(
-    f"Each histogram holds the first token of N verifications of the reference example (p = {list(fb.P)}, q "
+    f"Each histogram holds the first token of N verifications of the textbook example (p = {list(fb.P)}, q "
     f"uniform, K = {fb.K}). {fb.PANELS - 1} come from the correct verifier, one from a mistake the seed placed at "
     "random. Which one? The ticks are p."
 )

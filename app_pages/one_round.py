@@ -12,7 +12,7 @@ from specviz.proof.bugs import BUGS
 S = "round."
 TICK_S = 1.0  # Play: one tick a second, each adding rd.next_rounds' worth of rounds
 PARAMS = [
-    links.choice_param("preset", "reference", rd.PRESETS),
+    links.choice_param("preset", rd.PRESETS[0], rd.PRESETS),
     links.int_param("K", 3, 1, rd.MAX_K),
     links.int_param("seed", 0, 0, 2**32 - 1),
     links.int_param("rounds", 1, 1, rd.MAX_ROUNDS),

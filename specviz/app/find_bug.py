@@ -2,7 +2,7 @@
 
 # M panels, N verifications per panel, V vocabulary
 
-Each panel is the histogram of the first emitted token of N verifications of the reference
+Each panel is the histogram of the first emitted token of N verifications of the textbook
 example (p = [0.5, 0.3, 0.15, 0.05], q uniform, K = 3), 19 from :func:`specviz.verify` and one
 from a mistake's verifier, placed by the seed. The class guesses; the reveal gives each panel's
 chi-square against p.
@@ -49,7 +49,7 @@ SHOWN_TV = 1e-9  # a first-token law closer to p than this is p: the mistake has
 
 
 def first_token_law(mistake: str) -> np.ndarray:
-    """The exact law (V,) of the first emitted token under ``mistake`` in the reference example."""
+    """The exact law (V,) of the first emitted token under ``mistake`` in the textbook example."""
     law = theory.position_law(P, Q, mistake, K=K)
     if law is None:
         raise InputError("mistake", "a mistake with a first-token law", repr(mistake))
@@ -62,7 +62,7 @@ def _visible(name: str) -> bool:
     return theory.total_variation(first_token_law(name), P) > SHOWN_TV
 
 
-# The mistakes whose first token is off in the reference example (the others need more than one histogram).
+# The mistakes whose first token is off in the textbook example (the others need more than one histogram).
 MISTAKES: tuple[str, ...] = tuple(n for n in BUGS if _visible(n))
 
 

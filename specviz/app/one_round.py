@@ -49,7 +49,7 @@ class Coins(NamedTuple):
     sample: np.ndarray  # (R,) float64, the coin of the replacement or bonus draw
 
 
-def pair(name: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def pair(name: str = PRESETS[0], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(p, q) of a preset of the one-position page, as float64 arrays (V,)."""
     p, q = preset(name, seed)
     return np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
