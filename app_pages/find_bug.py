@@ -11,6 +11,7 @@ from specviz.proof.bugs import BUGS
 
 S = "findbug."
 NO_GUESS = "no guess yet"
+CLOSE = 1.2  # thresholds within this factor of each other are "about as well"
 GUESSES = (NO_GUESS, *(str(i + 1) for i in range(fb.PANELS)))
 PARAMS = [
     links.choice_param("mistake", "shared_noise_stream", fb.MISTAKES),
@@ -85,8 +86,10 @@ if revealed:
     where = (
         f"Below N ≈ {th.n_eye:,} the eye stops seeing what the test still sees down to N ≈ {th.n_test:,} "
         f"({ratio:.1f}× fewer samples)"
-        if ratio >= 1.2
+        if ratio >= CLOSE
         else f"Here the eye does about as well as the test (N ≈ {th.n_eye:,} against {th.n_test:,})"
+        if ratio > 1 / CLOSE
+        else f"Here the eye beats the test (N ≈ {th.n_eye:,} against {th.n_test:,}): the whole shift sits on one bar"
     )
     st.markdown(
         f"{where}. The eye compares bar heights with the ticks: the mistake moves token {th.eye_token}'s bar furthest "

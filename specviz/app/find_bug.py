@@ -17,9 +17,10 @@ noise):
   sigma_x / sqrt(N), sigma_x = sqrt(p_x (1 - p_x)); the median of the largest is w / sqrt(N) with
   prod_x (2 Phi(w / sigma_x) - 1)^19 = 1/2, so the eye stops seeing the mistake below
   N_eye = (w / max_x |d_x|)^2. A shift on a rare token is small in height: the eye misses it;
-- the chi-square test adds every bar's shift: its statistic has mean (V - 1) + N D under the
-  mistake, D = sum_x d_x^2 / p_x, against honest statistics chi^2(V - 1), whose largest of 19 has
-  median c with F(c)^19 = 1/2; it picks the panel out above N_test = (c - (V - 1)) / D.
+- the chi-square test adds every bar's shift: under the mistake its statistic is about noncentral
+  chi^2(V - 1, N D), D = sum_x d_x^2 / p_x, against honest statistics chi^2(V - 1), whose largest
+  of 19 has median c with F(c)^19 = 1/2; it picks the panel out above N_test = lam / D, with lam
+  the noncentrality whose median is c.
 
 Beside both: the N at which the level-alpha test alone (no line-up) catches the mistake with
 probability 0.99, lam* / D with lam* the noncentrality of :func:`specviz.proof.stats.detectable_tv`.
@@ -121,6 +122,8 @@ def thresholds(mistake: str, *, alpha: float = stats.ALPHA, power: float = stats
     w = honest_wiggle()
     chi_max = float(sps.chi2.ppf(0.5 ** (1 / honest), dof))  # F(c)^19 = 1/2
     D = float((d**2 / P).sum())
+    # The mistake's statistic is noncentral chi^2(dof, N D): its median reaches chi_max at N D = lam_half.
+    lam_half = float(optimize.brentq(lambda lam: sps.ncx2.median(dof, lam) - chi_max, 1e-9, 10 * chi_max + 10))
     lam = 4 * stats.detectable_tv(1, dof, alpha=alpha, power=power) ** 2  # detectable_tv = sqrt(lam / n) / 2
     return Thresholds(
         theory.total_variation(law, P),
@@ -128,7 +131,7 @@ def thresholds(mistake: str, *, alpha: float = stats.ALPHA, power: float = stats
         int(np.argmax(np.abs(d))),
         math.ceil((w / float(np.abs(d).max())) ** 2),
         chi_max,
-        math.ceil((chi_max - dof) / D),
+        math.ceil(lam_half / D),
         math.ceil(lam / D),
         alpha,
         power,
