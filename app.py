@@ -7,7 +7,7 @@ import logging
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import links, presenter
+from specviz.app import links, presenter, serving
 
 log = logging.getLogger("specviz.app")
 ESCAPED_KEY = "app.escaped_input_error"
@@ -68,5 +68,9 @@ except InputError as e:  # a page that let one through: shown like any other inp
     log.warning("InputError escaped page %s: %s", page.url_path, e)
     st.session_state[ESCAPED_KEY] = str(e)  # the safety tests assert that no page sets this
     st.error(links.error_text(e), icon=":material/error:")
+finally:  # also after st.stop(): the page's modules are imported by now
+    # Streamlit collects garbage after every run, walking every object of the process (0.2 s here):
+    # the first run of each page freezes the imported heap out of that walk (specviz/app/serving.py).
+    serving.freeze_heap(page.url_path)
 # Anything else is Streamlit's: it logs the traceback on the server and, with client.showErrorDetails
 # = "none" in .streamlit/config.toml, shows visitors a generic message without paths or code.

@@ -1,0 +1,206 @@
+"""What one server process does so that many visitors can share it: a cheap rerun, bounded heavy work.
+
+No Streamlit here; app.py and the pages call these.
+
+- :func:`freeze_heap` once per page per process: Streamlit runs a full garbage collection
+  after every script run (``runner.postScriptGC``), and a full collection walks every object
+  the process holds: with NumPy, SciPy, torch and Plotly imported that is ~280,000 objects and
+  0.2-0.25 s of CPU, 3-5x the whole cost of a hello-world page load. Objects alive after the
+  first run of a page (modules, their functions and constants) are moved out of the
+  collector's reach with :func:`gc.freeze`; what one visitor's run leaves behind is still
+  collected after each run. Freezing happens at most once per page url path, so at most that
+  many sessions' live objects are frozen with it (they are freed by reference counting when
+  the session ends; only a reference cycle among them would stay).
+- :class:`HeavyQueue`: at most ``slots`` heavy computations at once per process, the others
+  wait in arrival order and can read their place; one result per parameter set is shared by
+  every visitor who asks for it while it is being computed (single flight), so a tab that is
+  closed or reloaded and asks again joins the computation it started instead of adding one.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from ..errors import InputError
+
+R = TypeVar("R")
+OnWait = Callable[[str], object] | None  # told, every WAIT_POLL_S while waiting, why and where the visitor waits
+
+_FROZEN: set[str] = set()
+_FREEZE_LOCK = threading.Lock()
+
+
+def freeze_heap(page: str) -> bool:
+    """After the first run of ``page`` in this process: collect, then freeze what is left alive.
+
+    Returns True when it froze (the first call for ``page``), False otherwise.
+    """
+    with _FREEZE_LOCK:
+        if page in _FROZEN:
+            return False
+        _FROZEN.add(page)
+        gc.collect()
+        gc.freeze()
+        return True
+
+
+HEAVY_SLOTS = 2  # heavy computations at once per process: one per core of the 2-core laptop this was measured on
+HEAVY_WAITING = 64  # visitors that may wait at once; one more is told to come back rather than queued
+HEAVY_RESULTS = 64  # results kept, shared by every visitor (least recently used dropped first)
+WAIT_POLL_S = 0.5  # how often a waiting visitor's place is refreshed
+
+
+class QueueFull(RuntimeError):
+    """More visitors are waiting than the queue holds."""
+
+
+class _Abandoned(Exception):
+    """The visitor who queued this computation left before its turn: whoever joined it queues anew."""
+
+
+class _Flight:
+    """One computation in progress: its result, or its exception, once ``done`` is set."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: object = None
+        self.error: BaseException | None = None
+
+
+class HeavyQueue(Generic[R]):
+    """At most ``slots`` computations at once; the others wait first come, first served.
+
+    :meth:`run` answers a parameter set (``key``) from the results it keeps, or joins the
+    computation of the same key that is already running (single flight), or takes a ticket
+    and waits for one of the ``slots``. While it waits it calls ``on_wait`` with a sentence
+    giving the visitor's place; that callback may raise (Streamlit stops a closed tab's
+    script at its next call into Streamlit) and the ticket is then handed back, so a closed
+    tab leaves the queue. A computation that has started runs to its end and its result is
+    kept: the same parameters asked again are never computed twice.
+    """
+
+    def __init__(self, slots: int = HEAVY_SLOTS, max_waiting: int = HEAVY_WAITING, keep: int = HEAVY_RESULTS) -> None:
+        for name, value, low in (("slots", slots, 1), ("max_waiting", max_waiting, 0), ("keep", keep, 0)):
+            if not isinstance(value, int) or value < low:
+                raise InputError(name, f"an integer >= {low}", repr(value))
+        self.slots, self.max_waiting, self.keep = slots, max_waiting, keep
+        self._cond = threading.Condition()
+        self._running = 0
+        self._waiting: list[int] = []  # tickets in arrival order
+        self._next_ticket = 0
+        self._flights: dict[Hashable, _Flight] = {}
+        self._results: OrderedDict[Hashable, R] = OrderedDict()
+        self.computed = 0  # computations started, for tests and benchmarks
+        self.peak_running = 0
+
+    def place(self, ticket: int) -> int:
+        """1 for the next visitor to get a slot; 0 once ``ticket`` is no longer waiting."""
+        with self._cond:
+            return self._waiting.index(ticket) + 1 if ticket in self._waiting else 0
+
+    def status(self) -> tuple[int, int]:
+        """(computations running, visitors waiting) right now."""
+        with self._cond:
+            return self._running, len(self._waiting)
+
+    def run(self, key: Hashable, compute: Callable[[], R], on_wait: OnWait = None) -> R:
+        """``compute()``'s result for ``key``, computed at most once while it is kept."""
+        while True:
+            try:
+                return self._run_once(key, compute, on_wait)
+            except _Abandoned:
+                continue
+
+    def _run_once(self, key: Hashable, compute: Callable[[], R], on_wait: OnWait) -> R:
+        with self._cond:
+            if key in self._results:
+                self._results.move_to_end(key)
+                return self._results[key]
+            flight = self._flights.get(key)
+            if flight is None:
+                if len(self._waiting) >= self.max_waiting:
+                    raise QueueFull(
+                        f"{len(self._waiting)} visitors are already waiting for a heavy computation on this server: "
+                        "try again in a minute"
+                    )
+                flight = self._flights[key] = _Flight()
+                ticket = self._next_ticket
+                self._next_ticket += 1
+                self._waiting.append(ticket)
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            self._join(flight, on_wait)
+        else:
+            self._compute(key, flight, ticket, compute, on_wait)
+        if flight.error is not None:
+            raise flight.error
+        return flight.result  # type: ignore[return-value]
+
+    def _join(self, flight: _Flight, on_wait: OnWait) -> None:
+        while not flight.done.wait(WAIT_POLL_S):
+            if on_wait is not None:
+                on_wait("The same computation is already running for another visitor: its result is shared.")
+
+    def _compute(
+        self, key: Hashable, flight: _Flight, ticket: int, compute: Callable[[], R], on_wait: OnWait
+    ) -> None:
+        started = False
+        try:
+            with self._cond:
+                while not (self._waiting.index(ticket) < self.slots - self._running):
+                    place = self._waiting.index(ticket) + 1 - (self.slots - self._running)
+                    message = (
+                        f"Waiting for a turn: place {place} of {len(self._waiting) - (self.slots - self._running)} "
+                        f"in the queue ({self.slots} heavy computations run at once on this server)."
+                    )
+                    self._cond.release()
+                    try:
+                        if on_wait is not None:
+                            on_wait(message)
+                    finally:
+                        self._cond.acquire()
+                    self._cond.wait(WAIT_POLL_S)
+                self._waiting.remove(ticket)
+                self._running += 1
+                self.computed += 1
+                self.peak_running = max(self.peak_running, self._running)
+                started = True
+                self._cond.notify_all()
+            try:
+                flight.result = compute()
+            except BaseException as e:  # handed to every visitor who joined this flight, then re-raised
+                flight.error = e
+        finally:
+            with self._cond:
+                if started:
+                    self._running -= 1
+                    if flight.error is None:
+                        self._results[key] = flight.result  # type: ignore[assignment]
+                        while len(self._results) > self.keep:
+                            self._results.popitem(last=False)
+                else:  # left the queue before its turn (a closed tab): whoever joined must ask again
+                    self._waiting.remove(ticket)
+                    flight.error = _Abandoned()
+                self._flights.pop(key, None)
+                flight.done.set()
+                self._cond.notify_all()
+
+
+def wait_seconds(queue: HeavyQueue, timeout: float) -> bool:
+    """Wait until ``queue`` runs nothing and holds no one; False if ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while queue.status() != (0, 0):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+HEAVY: HeavyQueue = HeavyQueue()  # the process's one queue: every page's heavy clicks share its slots
