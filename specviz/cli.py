@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 import time
@@ -37,21 +36,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import InputError
+from .proof import registry
 from .proof.bugs import BUGS
-from .proof.prove import (
-    DEFAULT_N,
-    HOME,
-    KINDS,
-    SCENARIOS,
+from .proof.controls import KINDS, kind_controls
+from .proof.engine_bugs import FAULTS
+from .proof.prove import DEFAULT_N, plan, run_suite
+from .proof.report import (
     CaseResult,
     SuiteResult,
     case_record,
-    kind_controls,
-    plan,
-    run_suite,
+    controls_line,
+    exact_record,
+    exact_table,
+    fault_tv,
+    format_row,
+    header,
+    home_tvs,
+    summary_line,
 )
+from .proof.scenarios import HOME, SCENARIOS
 from .proof.stats import ALPHA, MIN_TOKENS, MIN_TV
-from .verifiers.verify import verify
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -73,73 +77,8 @@ def load_verifier(spec: str) -> Callable[..., Any]:
     return fn
 
 
-def _num(x: float, fmt: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
-
-COLUMNS = [
-    ("scenario", 19), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
-    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 8), ("verdict", 12),
-]  # fmt: skip
-
-
-def format_row(r: CaseResult) -> str:
-    j = r.joint
-    cells = [
-        r.scenario, r.verifier, _num(j.statistic, ".1f"), str(j.dof), _num(j.critical_value, ".1f"),
-        _num(j.p_value, ".2g"), _num(j.tv, ".4f"), _num(j.detectable_tv, ".4f"), _num(r.tokens.measured, ".3f"),
-        _num(r.tokens.expected, ".3f"), _first_token(r), r.verdict,
-    ]  # fmt: skip
-    return " ".join(
-        c.rjust(w) if i > 1 else c.ljust(w) for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
-    )
-
-
-def _first_token(r: CaseResult) -> str:
-    """The first-token test's outcome, by the same power rule as the verdicts."""
-    if r.error:
-        return "-"
-    if not r.first_token.conclusive:
-        return "inconcl."
-    return "pass" if r.first_token.passed else "fail"
-
-
-def header() -> str:
-    top = " ".join(n.rjust(w) if i > 1 else n.ljust(w) for i, (n, w) in enumerate(COLUMNS))
-    return top + "\n" + "-" * len(top)
-
-
 def to_json(r: CaseResult) -> dict[str, Any]:
     return case_record(r)
-
-
-def controls_line(suite: SuiteResult) -> str:
-    """What the negative controls showed, or plainly that none ran."""
-    if not suite.controls:
-        return ("Negative controls: NOT RUN (--bugs none). Nothing in this output shows that these tests "
-                "can fail on these scenarios.")  # fmt: skip
-    verdicts = {b: [r.verdict for r in suite.results if r.is_bug and r.verifier == b] for b in suite.controls}
-    caught = [b for b, v in verdicts.items() if "caught" in v]
-    line = f"Negative controls: {len(caught)} of {len(suite.controls)} bugs run on these scenarios were caught"
-    for word in ("inconclusive", "ERROR", "missed"):
-        these = [b for b, v in verdicts.items() if b not in caught and word in v]
-        if these:
-            line += f"; {word}: " + ", ".join(these)
-    left = [b for b in kind_controls(suite.kind) if b not in suite.controls]
-    if left:
-        line += "; not run: " + ", ".join(left) + " (each shows only in scenarios not chosen: see specviz list)"
-    return line + "."
-
-
-def summary_line(suite: SuiteResult) -> str:
-    if suite.failures:
-        return "NOT OK:\n  " + "\n  ".join(suite.failures)
-    if suite.inconclusive:
-        return f"inconclusive: N too small, need N >= {suite.needed_n:,}\n  " + "\n  ".join(suite.inconclusive)
-    if suite.controls:
-        return (f"OK: the verifier passed every case, and each of the {len(suite.controls)} bugs run as "
-                "negative controls was caught.")  # fmt: skip
-    return "OK: the verifier passed every case (no negative control ran)."
 
 
 def _csv(value: str | None, every: Sequence[str] = tuple(BUGS)) -> list[str] | None:
@@ -179,11 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _list() -> None:
+    for e in registry.VERIFIERS.values():  # the registry: what each verifier is
+        ref = e.reference.partition(":")[2] if e.reference else "none"
+        print(f"verifier {e.name:24s} kind={e.kind} signature={e.signature} {'lossless' if e.lossless else 'LOSSY'} "
+              f"reference={ref}{' (prove --kind ' + e.kind + ' runs it)' if e.own else ''}")  # fmt: skip
+        print(f"{'':33s}{e.summary}")
+        if e.own:
+            print(f"{'':33s}mistakes (its negative controls): {', '.join(e.mistakes)}")
     for s in SCENARIOS.values():
         print(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
         print(f"{'':29s}judges: {s.covers}")
-    from .proof.engine_bugs import FAULTS, fault_tv, home_tvs
-
     for b in BUGS.values():
         where = ", ".join(HOME.get(b.name, ("reference",)))
         print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")
@@ -228,37 +172,6 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -
     print(summary_line(suite))
 
 
-def _own_verifier(kind: str) -> tuple[Callable[..., Any], str]:
-    """The package's verifier of a kind, the one ``prove --kind`` runs without ``--verifier``."""
-    if kind == "block":
-        from .verifiers.block import verify_block
-
-        return verify_block, "verify_block"
-    if kind == "tree":
-        from .verifiers.tree import verify_tree
-
-        return verify_tree, "verify_tree"
-    return verify, "verify"
-
-
-def exact_table(suite: SuiteResult) -> str:
-    """The exact court's rows: TV of each law from the target's, exact tokens, verdict."""
-    lines = [f"Exact court ({suite.kind}): TV from the target's law by enumeration (lossless iff TV <= 1e-12); "
-             "tokens: exact expected tokens of the first verification.",
-             f"{'problem':34s} {'verifier':30s} {'TV':>10s} {'tokens':>7s} verdict"]  # fmt: skip
-    for e in suite.exact:
-        lines.append(f"{e.problem:34s} {e.verifier:30s} {_num(e.tv, '10.3g')} {_num(e.tokens, '7.3f')} {e.verdict}"
-                     + (f" ({e.refused})" if e.refused else ""))  # fmt: skip
-    return "\n".join(lines)
-
-
-def _exact_json(e: Any) -> dict[str, Any]:
-    tv = e.tv if math.isfinite(e.tv) else None
-    tokens = e.tokens if math.isfinite(e.tokens) else None
-    return {"problem": e.problem, "verifier": e.verifier, "is_bug": e.is_bug, "tv": tv, "tokens": tokens,
-            "verdict": e.verdict, "refused": e.refused}  # fmt: skip
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
@@ -268,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.kind not in KINDS:
             raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
-        verifier, vname = _own_verifier(args.kind)
+        own = registry.own_verifier(args.kind)
+        verifier, vname = own.function, own.name
         if args.verifier:
             verifier, vname = load_verifier(args.verifier), args.verifier
         bugs = _csv(args.bugs, tuple(kind_controls(args.kind)))
@@ -300,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                "negative_controls": {"run": suite.controls, "note": controls_line(suite)},
                "summary": summary_line(suite), "verifier": vname, "n": args.n, "seed": args.seed,
                "alpha": args.alpha, "seconds": round(elapsed, 2), "kind": args.kind,
-               "exact": [_exact_json(e) for e in suite.exact],
+               "exact": [exact_record(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:

@@ -160,7 +160,7 @@ def test_decision_on_two_uniforms_is_refused_not_guessed(chains, monkeypatch):
     with pytest.raises(InputError, match="verifier: expected boxes resolved within max_evals = 200,000"):
         verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2, max_evals=200_000)
     # With a cap on the cuts per box instead, the boxes left over are reported and refused.
-    monkeypatch.setattr("specviz.proof.exact.MAX_DEPTH", 4)
+    monkeypatch.setattr("specviz.proof.boxes.MAX_DEPTH", 4)  # the box search lives in boxes
     with pytest.raises(InputError, match=r"verifier: expected an output the enumeration resolves up to tol = 1e-09"):
         verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2)
     res = verifier_law(averaged_coin, target, Drafter(draft), L=2, num_draft=2, tol=1.0)

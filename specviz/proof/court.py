@@ -16,8 +16,8 @@ judges a tree verifier (:func:`specviz.verifiers.tree.verify_tree`'s signature) 
 afresh each round, locating each candidate's threshold on the verifier's own decisions, and
 :func:`compare_with_trees` adds k-draft rows to the table.
 
-Problems are the Markov-chain scenarios of :mod:`specviz.proof.prove` (by name or as a
-:class:`~specviz.proof.prove.Scenario`), :func:`toy_problem` (the block-verification paper's example),
+Problems are the Markov-chain scenarios of :mod:`specviz.proof.scenarios` (by name or as a
+:class:`~specviz.proof.scenarios.Scenario`), :func:`toy_problem` (the block-verification paper's example),
 or a :class:`Problem` built by hand.
 
 Expected tokens per step: the exact mean number of tokens emitted by the first verification
@@ -35,29 +35,21 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..verifiers.block import verify_block, verify_block_lossy
-from ..verifiers.lossy import verify_lenient, verify_ratio_threshold, verify_typical
-from ..verifiers.sample_match import verify_sample_match
-from ..verifiers.tree import verify_tree_chain
-from ..verifiers.verify import Uniforms, verify
+from ..verifiers.tree import multi_draft_parents, verify_tree
+from ..verifiers.verify import Uniforms
+from . import scenarios
 from .exact import verifier_law
 from .markov import Drafter, MarkovChain, make_chain
+from .registry import court_rules
+from .simulate import generate
 
 Verifier = Callable[..., Any]
 
 LOSSLESS_TOL = 1e-12  # TV from the target allowed for a lossless verdict, on top of the unresolved mass
 
-# Every rule the court knows by name, in the order :func:`compare` lists them.
-RULES: dict[str, Verifier] = {
-    "chain": verify,
-    "block": verify_block,
-    "tree (chain-shaped)": verify_tree_chain,
-    "sample-and-match": verify_sample_match,
-    "block, lossy last threshold": verify_block_lossy,
-    "typical acceptance (Medusa)": verify_typical,
-    "lenient acceptance (theta = 3/4)": verify_lenient,
-    "ratio threshold (p/q >= 1/2)": verify_ratio_threshold,
-}
+# Every rule the court knows by name, in the order :func:`compare` lists them: the registry's
+# verifiers with verify's signature, by title (:func:`specviz.proof.registry.court_rules`).
+RULES: dict[str, Verifier] = court_rules()
 
 
 class Problem(NamedTuple):
@@ -122,7 +114,7 @@ def pair_problem(target_probs: Sequence[float], draft_probs: Sequence[float], K:
 
 
 def problem(scenario: Any) -> Problem:
-    """A :class:`Problem` from a scenario name, a :class:`~specviz.proof.prove.Scenario`, a Problem or a
+    """A :class:`Problem` from a scenario name, a :class:`~specviz.proof.scenarios.Scenario`, a Problem or a
     tuple (target chain, drafter, L, K, num_draft)."""
     if isinstance(scenario, Problem):
         return scenario
@@ -130,13 +122,11 @@ def problem(scenario: Any) -> Problem:
         target, drafter, L, K, num_draft = scenario
         nd = int(num_draft) if np.ndim(num_draft) == 0 else tuple(int(j) for j in num_draft)
         return Problem(target, drafter, int(L), int(K), nd)
-    from . import prove  # the scenarios live with the proof tools
-
-    sc = prove.get_scenario(scenario) if isinstance(scenario, str) else scenario
-    if not isinstance(sc, prove.Scenario):
+    sc = scenarios.get_scenario(scenario) if isinstance(scenario, str) else scenario
+    if not isinstance(sc, scenarios.Scenario):
         raise InputError("scenario", "a scenario name, a Scenario, a Problem or (target, drafter, L, K, num_draft)",
                          type(scenario).__name__)  # fmt: skip
-    target, draft = prove.scenario_chains(sc)
+    target, draft = scenarios.scenario_chains(sc)
     num_draft: int | tuple[int, ...] = tuple(range(sc.K + 1)) if sc.ragged else sc.K
     return Problem(target, Drafter(draft, sc.drafter_mode), sc.L, sc.K, num_draft)  # type: ignore[arg-type]
 
@@ -269,8 +259,6 @@ def judge_tree(
     after it do not move its threshold), and the draw is monotone. A verifier that breaks either
     is refused with an :class:`~specviz.InputError` naming ``verifier``.
     """
-    from ..verifiers.tree import verify_tree
-
     fn = verify_tree if verifier is None else verifier
     par = np.asarray(parents, dtype=np.int64)
     N, V, L = par.shape[0], target.V, int(L)
@@ -489,8 +477,6 @@ def compare_with_trees(
     k i.i.d. drafts of the problem's K tokens from the root (SpecInfer) and the drafter's top-k
     (deterministic), each judged by :func:`judge_tree`. A tree the court cannot take within
     ``max_assignments`` gets a refused row."""
-    from ..verifiers.tree import multi_draft_parents
-
     pb = problem(scenario)
     rows = compare(None, pb, max_evals=max_evals)
     if int(k) < 2:
@@ -528,8 +514,6 @@ def measure(judgement: Judgement, verifier: Verifier | str, scenario: Any, *, n:
     """Run ``verifier`` through :func:`specviz.proof.simulate.generate` on ``scenario`` (n sequences of L
     tokens, seeded) and compare its tokens per verification with ``judgement``'s exact table,
     averaged over the contexts and draft counts the run met."""
-    from .simulate import generate
-
     if judgement.expected_table is None or judgement.refused:
         raise InputError("judgement", "a judgement of a verify-signature rule with its exact table", judgement.badge)
     _label, fn = _resolve(verifier)

@@ -28,7 +28,6 @@ law cannot be judged by sampling): ``inclusive_coin``, ``nan_row`` and
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -36,35 +35,12 @@ import numpy as np
 
 from ..errors import InputError
 from ..verifiers._xp import is_torch
-from ..verifiers.processing import Settings
 from ..verifiers.verify import Rule, Uniforms, Verification, rule_verifier, verify
+from .pipeline import DRAFTER, REQUEST, unprocess
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
-REQUEST = Settings(temperature=0.5)  # the request whose settings target_unprocessed ignores
-DRAFTER = Settings(temperature=0.5)  # the drafter's settings, whose processing q_unprocessed forgets
 COIN_CAP = 1.0 - 2.0**-53  # the largest float64 below 1: a coin rebuilt from a CDF may round up to 1
-
-
-def unprocess(rows: Array, settings: Settings) -> Array:
-    """The raw softmax (..., V) behind rows processed with a temperature-only ``settings``.
-
-    ``rows`` (..., V) NumPy or torch probabilities, each softmax(z / T) of some logits z; the
-    result is softmax(z) = rows^T / sum(rows^T), of the input's kind and dtype. NaN stays NaN
-    (the verifier then refuses the row). Filters (top-k, top-p, min-p) raise: what they removed
-    is gone.
-    """
-    if settings.top_k or settings.top_p < 1 or settings.min_p > 0 or settings.greedy:
-        raise InputError("settings", "a temperature > 0 without filters (invertible)", repr(settings))
-    T = float(settings.temperature)
-    if is_torch(rows):  # the same float64 arithmetic as NumPy's, so torch and NumPy get the same rows
-        raw = unprocess(rows.detach().cpu().double().numpy(), settings)
-        return sys.modules["torch"].from_numpy(raw).to(device=rows.device, dtype=rows.dtype)
-    r = np.asarray(rows)
-    dtype = r.dtype if r.dtype.kind == "f" else np.float64
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = r.astype(np.float64) ** T
-        return (w / w.sum(-1, keepdims=True)).astype(dtype, copy=False)
 
 
 def q_unprocessed(
@@ -279,44 +255,3 @@ FAULTS: dict[str, Fault] = {
         ),
     ]
 }
-
-
-# --- exact TVs, as ``specviz list`` prints them -----------------------------------------------------
-
-
-def home_tvs(bug: str) -> str:
-    """TV between the exact joint law of ``bug`` (:func:`specviz.proof.prove.exact_bug_law`) and the
-    target's, in each of its home scenarios, in words."""
-    from .prove import HOME, SCENARIOS, exact_bug_law, scenario_chains  # late: prove imports bugs, which imports this
-
-    out = []
-    for h in HOME.get(bug, ("reference",)):
-        sc = SCENARIOS[h]
-        law = exact_bug_law(h, bug)
-        if law is None:
-            out.append(f"{h}: exact law unavailable")
-            continue
-        target = scenario_chains(sc)[0].joint_law(sc.L).ravel()
-        out.append(f"{h}: {0.5 * float(np.abs(law - target).sum()):.4f} (joint law of L = {sc.L} tokens)")
-    return "; ".join(out)
-
-
-def fault_tv(name: str) -> str:
-    """The exact TV of a :data:`FAULTS` entry from the target's law, in words."""
-    if name == "inclusive_coin":  # enumerated like a bug, with continuous uniforms, in prove's reference scenario
-        from .exact import verifier_law
-        from .markov import Drafter
-        from .prove import SCENARIOS, scenario_chains
-
-        sc = SCENARIOS["reference"]
-        target, draft = scenario_chains(sc)
-        law = verifier_law(FAULTS[name].verifier, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K).law
-        tv = 0.5 * float(np.abs(law.ravel() - target.joint_law(sc.L).ravel()).sum())
-        return (
-            f"reference: {tv:.4f} (joint law of L = {sc.L} tokens, continuous uniforms; a coin of exactly 0 shows it)"
-        )
-    if name == "seed_of_first_request":
-        return "0 for each row alone (the fault is the dependence between rows of one batch)"
-    if name == "nan_row":
-        return "none (robustness: a NaN row has no distribution)"
-    raise InputError("name", "one of " + ", ".join(FAULTS), repr(name))

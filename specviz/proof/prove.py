@@ -24,20 +24,25 @@ in at least one of its cases. The first-token-only and per-position tests are co
 they are the lesson that a weaker test misses ``shared_uniform``, and they do not decide
 verdicts.
 
-Which tokens a scenario sees: a round that accepts all j drafts emits j + 1 tokens, the last
-one the bonus. With L = K every first round's bonus is token K + 1, outside the L-token
-window, and later rounds start past token 1; so a verifier wrong only in the bonus of full
-rows would pass every L = K scenario. The suite therefore has scenarios with L > K (L = K + 1,
-ragged too, and K = 1 with L = 3); :attr:`Scenario.covers` says what each one sees.
+The scenarios and where each bug runs are in :mod:`specviz.proof.scenarios`; the result types,
+explanations and the record ``prove --json`` prints in :mod:`specviz.proof.report`; each kind's
+controls in :mod:`specviz.proof.controls`; what each verifier is (kind, signature, lossless) in
+:mod:`specviz.proof.registry`. Their public names are re-exported here, where the suite's
+callers have always found them.
 
 Kinds of verifier (:data:`KINDS`, ``prove --kind``): "chain" is the above. "block" holds the
 verifier to block verification's own exact tokens per step
 (:func:`specviz.proof.block_trace.block_expected_tokens`, more than the chain's) and runs block
 verification's mistakes as controls; "tree" takes :func:`specviz.verifiers.tree.verify_tree`'s signature
-(run on the scenarios as chain-shaped trees, :func:`as_chain`) or verify's, with tree
-verification's mistakes as controls. For both, :func:`exact_court` adds the court's exact TV:
-per scenario by :func:`specviz.proof.court.judge`, and on the small trees of :data:`TREE_PROBLEMS` by
-:func:`specviz.proof.court.judge_tree`. :func:`kind_controls` lists each kind's controls.
+(run on the scenarios as chain-shaped trees, :func:`specviz.proof.registry.as_chain`) or verify's, as
+the registry declares it (:func:`specviz.proof.registry.signature_of`), with tree verification's
+mistakes as controls. For both, :func:`exact_court` adds the court's exact TV: per scenario by
+:func:`specviz.proof.court.judge`, and on the small trees of :data:`TREE_PROBLEMS` by
+:func:`specviz.proof.court.judge_tree`.
+
+The verifier under test is held to account (:mod:`specviz.proof.harness`): anything it raises,
+SystemExit included, is that case's ERROR; a case over its time limit is stopped and reported;
+float tokens are an error, its stdout goes to stderr and it gets read-only inputs.
 """
 
 from __future__ import annotations
@@ -55,212 +60,51 @@ from scipy import stats as sps
 
 from ..errors import InputError
 from ..verifiers.verify import verify
+from . import court, stats, theory
 from . import simulate as _simulate
-from . import stats, theory
 from .bugs import BUGS, Bug
-from .markov import Drafter, MarkovChain, make_chain, random_chain
+from .controls import KINDS, _tree_resample_from_p, kind_controls
+from .markov import Drafter
+from .registry import as_chain, as_verify_signature, signature_of
+from .report import (
+    TOP_CELLS,
+    CaseResult,
+    Cell,
+    ExactCase,
+    Explanation,
+    NearestBug,
+    SuiteResult,
+    case_record,
+    exact_bug_law,
+    explain,
+    top_cells,
+)
+from .scenarios import (
+    CHAIN_SEED,
+    HOME,
+    REFERENCE_P,
+    SCENARIOS,
+    Scenario,
+    bonus_shapes,
+    can_show,
+    cell_tokens,
+    coverage,
+    default_home,
+    get_scenario,
+    scenario_chains,
+)
 from .simulate import generate
 from .stats import ALPHA, ChiSquare, MeanTest, chi_square, counts, joint_test, mean_test, position_tests
 
+__all__ = [  # re-exported: the suite's callers import these from here
+    "BUGS", "CHAIN_SEED", "HOME", "KINDS", "REFERENCE_P", "SCENARIOS", "TOP_CELLS", "Bug", "CaseResult", "Cell",
+    "ExactCase", "Explanation", "NearestBug", "Scenario", "SuiteResult", "as_chain", "bonus_shapes", "can_show",
+    "case_record", "cell_tokens", "coverage", "default_home", "exact_bug_law", "explain", "get_scenario",
+    "kind_controls", "scenario_chains", "top_cells", "_tree_resample_from_p", "theory",
+]  # fmt: skip
+
 DEFAULT_N = 300_000
-CHAIN_SEED = 20_241_130  # the chains of a scenario are fixed; --seed only changes the sampling
-REFERENCE_P = theory.REFERENCE_P  # the textbook example: a = 0.7 against uniform q
-TOP_CELLS = 5  # cells listed in the explanation of a failure
 SAMPLED_N = 100_000  # sequences of a bug run only to explain a failure, when its exact law is unavailable
-
-
-class Scenario(NamedTuple):
-    name: str
-    title: str
-    V: int
-    L: int
-    K: int
-    ragged: bool
-    drafter_mode: str  # "sample" or "argmax" (a deterministic drafter, draft_probs=None)
-    chains: str  # "random", "textbook", "zeros" or "greedy"
-    description: str
-
-    @property
-    def covers(self) -> str:
-        """Which emitted tokens enter the L-token window, in words."""
-        return coverage(self)
-
-
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in [
-        Scenario("reference", "Random Markov chains", 4, 3, 3, False, "sample", "random",
-                 "Target and drafter are random Markov chains over 4 tokens with a start state; 3 drafts per round."),
-        Scenario("textbook", "p = [0.5, 0.3, 0.15, 0.05] vs uniform q", 4, 3, 3, False, "sample", "textbook",
-                 "Context-free: the same p and uniform q at every position (a = 0.7, 2.533 tokens per step)."),
-        Scenario("ragged", "Ragged rows, wrong padding", 4, 3, 3, True, "sample", "random",
-                 "Each row drafts 0 to 3 tokens per round; positions past its count hold wrong distributions."),
-        Scenario("deterministic", "Deterministic drafter", 4, 3, 3, False, "argmax", "random",
-                 "The drafter proposes its argmax and reports no q (draft_probs=None)."),
-        Scenario("zeros", "Zeros in the supports", 4, 3, 3, False, "sample", "zeros",
-                 "Half of every row of both chains is exactly 0: tokens one model can never produce."),
-        Scenario("greedy", "Greedy target (temperature 0)", 4, 3, 3, False, "sample", "greedy",
-                 "The target is one-hot on its argmax: the output must be plain greedy decoding."),
-        Scenario("bonus", "The bonus of full rows in view (L = K + 1)", 4, 4, 3, False, "sample", "random",
-                 "Random chains, 3 drafts per round, 4 tokens judged: a round accepting every draft shows its bonus."),
-        Scenario("one_draft", "One draft per round", 4, 3, 1, False, "sample", "random",
-                 "Random chains, 1 draft per round, 3 tokens judged: the bonus of full rows, round after round."),
-        Scenario("ragged_bonus", "Ragged rows, every bonus in view", 4, 4, 3, True, "sample", "random",
-                 "Each row drafts 0 to 3 tokens per round, 4 tokens judged: the bonus of every row shape is seen."),
-        Scenario("deterministic_bonus", "Deterministic drafter, the bonus in view", 4, 3, 1, False, "argmax", "random",
-                 "The drafter proposes its argmax with no q (draft_probs=None); 1 draft per round, 3 tokens judged."),
-    ]
-}  # fmt: skip
-
-# Where each bug shows; the rest are run on "reference" (see default_home).
-HOME: dict[str, tuple[str, ...]] = {
-    "wrong_bonus_row": ("ragged", "ragged_bonus"),  # invisible when every row has K drafts
-    "no_bonus": ("reference", "textbook", "bonus"),
-    "greedy_draft_sampled_q": ("deterministic",),
-}
-
-
-def default_home(bug: Bug) -> tuple[str, ...]:
-    """Where a bug missing from :data:`HOME` runs: by the step it swaps."""
-    if bug.rule is not None and getattr(bug.rule, "bonus", None) == "row_before":
-        return ("bonus", "one_draft")  # wrong only in the bonus of full rows: invisible when L = K
-    if bug.rule is not None and getattr(bug.rule, "bonus", None) == "last":
-        return ("ragged", "ragged_bonus")
-    return ("reference",)
-
-
-for _bug in BUGS.values():  # a bug added to bugs.py gets a home where it can show
-    HOME.setdefault(_bug.name, default_home(_bug))
-
-
-# ---------------------------------------------------------------- kinds of verifier: chain, block, tree
-
-KINDS = ("chain", "block", "tree")
-
-
-def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    out = functools.partial(fn)
-    out.__name__ = name  # type: ignore[attr-defined]
-    return out
-
-
-def _tree_resample_from_p(target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
-                          *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Any:  # fmt: skip
-    """Tree verification whose r is reset to the node's target row after a rejection (a mistake)."""
-    from ..verifiers import tree
-
-    t = tree._prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
-    ua, us = tree._uniforms(t, rng, uniforms, validate)
-    return tree._verify(t, ua, us, validate, residual="target")
-
-
-@functools.cache
-def kind_controls(kind: str) -> dict[str, Bug]:
-    """The negative controls of a kind of verifier: its own classic mistakes, each the rule with
-    one step swapped. "chain": :data:`specviz.proof.bugs.BUGS`. "block": :func:`specviz.verifiers.block.verify_block`
-    mistakes (:mod:`specviz.proof.block_trace`). "tree": :func:`specviz.verifiers.tree.verify_tree` mistakes, with
-    verify_tree's signature (the suite runs them as chain-shaped trees, the court on real trees)."""
-    if kind == "chain":
-        return BUGS
-    if kind == "block":
-        from ..verifiers.block import verify_block_lossy
-        from .block_trace import verify_block_variant
-
-        def variant(m: str) -> Callable[..., Any]:
-            short = {"residual_from_p": "block_residual_from_p", "h_without_one_minus_w": "block_h_no_1_minus_w"}
-            return _named(functools.partial(verify_block_variant, mistake=m), short[m])
-
-        bugs = [
-            Bug("block_lossy_last", "Last threshold min(1, prod p/q) instead of w_j", _named(
-                verify_block_lossy, "block_lossy_last"), None, None,
-                "The last draft is kept with the uncapped product ratio min(1, P(x^j) / Q(x^j)) instead of w_j, "
-                "which caps the running ratio at 1 after every draft. Step (1) of the proof in "
-                "specviz.verifiers.block needs "
-                "Pr[tau >= j | x^j] = w_j exactly; the product is at least w_j, so full blocks are kept too often "
-                "(TV 1/9 on the paper's toy example, 4/3 drafts per step against 11/9).",
-                "the exact court and the joint chi-square on random chains", True, False),
-            Bug("block_residual_from_p", "Token after a stop drawn from p_tau", variant("residual_from_p"), None, None,
-                "After stopping at tau < j the extra token is drawn from p_tau instead of the residual "
-                "(w_tau p_tau - q_tau)+ normalized: the tokens acceptance already produces come out again.",
-                "the exact court and every chi-square test", True, False),
-            Bug("block_h_no_1_minus_w", "Thresholds without the 1 - w_i term", variant("h_without_one_minus_w"),
-                None, None,
-                "h_i = m_i / m_i instead of m_i / (m_i + 1 - w_i): the chance that the block fails after x^i is "
-                "left out, every threshold before the last is 1 and the block keeps at least j - 1 drafts "
-                "whatever the target says.",
-                "the exact court, every chi-square test and tokens per step", True, False),
-        ]  # fmt: skip
-        return {b.name: b for b in bugs}
-    if kind == "tree":
-        bugs = [
-            Bug("tree_resample_from_p", "Reset r to p after a rejection", _named(_tree_resample_from_p,
-                "tree_resample_from_p"), None, None,
-                "After a rejected candidate r is reset to the node's target row instead of the residual "
-                "(r - q)+ normalized: the next candidate, or the final draw, is judged against a law that still "
-                "counts the mass the rejected candidate could have taken.",
-                "the exact court on trees and every chi-square test", True, False),
-        ]  # fmt: skip
-        return {b.name: b for b in bugs}
-    raise InputError("kind", "one of " + ", ".join(KINDS), repr(kind))
-
-
-def tree_signature(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes verify_tree's arguments (node_tokens, parents, num_nodes) rather than verify's."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return "parents" in params[:5]
-
-
-def as_chain(tree_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A verifier with verify_tree's signature as one with verify's: each row is the chain-shaped
-    tree (-1, 0, .., K-1) holding its drafts, as :func:`specviz.verifiers.tree.verify_tree_chain` lays it out."""
-    from ..verifiers.verify import Verification
-
-    def chain(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *, rng: Any = None,
-              uniforms: Any = None) -> Any:  # fmt: skip
-        T, x, j = np.asarray(target_probs), np.asarray(draft_tokens), np.asarray(num_draft).astype(np.int64)
-        B, K = x.shape
-        V = T.shape[2]
-        D = None
-        if draft_probs is not None:
-            D = np.zeros((B, K + 1, V))  # (B, K+1, V): the last node has no children
-            D[:, :K] = draft_probs
-        toks = np.zeros((B, K + 1), np.int64)
-        toks[:, 1:] = np.where(np.arange(K)[None, :] < j[:, None], x, 0)
-        par = np.broadcast_to(np.arange(K + 1) - 1, (B, K + 1))
-        kw = {"rng": rng} if uniforms is None else {"uniforms": uniforms}
-        res = tree_fn(T, D, toks, par, j + 1, **kw)
-        return Verification(tokens=np.asarray(res.tokens), num_tokens=np.asarray(res.num_tokens),
-                            num_accepted=np.asarray(res.num_accepted), accept_uniforms=np.asarray(res.accept_uniforms),
-                            ratios=np.asarray(res.thresholds), bonus=np.asarray(res.bonus),
-                            sample_uniforms=np.asarray(res.sample_uniforms))  # fmt: skip
-
-    chain.__name__ = getattr(tree_fn, "__name__", "tree verifier")
-    return chain
-
-
-class ExactCase(NamedTuple):
-    """The exact court's finding for one verifier on one small problem."""
-
-    problem: str  # a scenario name, or "tree <parents> <drafter mode> L=<L> on <scenario>"
-    verifier: str
-    is_bug: bool
-    tv: float  # total variation of its law from the target's (NaN when refused)
-    tokens: float  # exact expected tokens of the first verification
-    lossless: bool
-    refused: str = ""  # why the court gave no law
-
-    @property
-    def verdict(self) -> str:
-        if self.refused:
-            return "refused"
-        if self.is_bug:
-            return "caught" if not self.lossless else "missed"
-        return "pass" if self.lossless else "FAIL"
 
 
 # Small trees the court judges a tree verifier on: (parents, drafter mode, L), on the reference chains.
@@ -276,14 +120,12 @@ def exact_court(kind: str, verifier: Callable[..., Any], name: str, cases: Itera
     """The exact court on the suite's cases: :func:`specviz.proof.court.judge` per scenario for
     verify-signature verifiers, :func:`specviz.proof.court.judge_tree` on :data:`TREE_PROBLEMS` for
     tree-signature ones. A refusal is reported, never turned into a verdict."""
-    from . import court
-
     out: list[ExactCase] = []
     trees_done: set[str] = set()
     for case in cases:
         bug = controls[case.bug] if case.bug else None
         fn, label = (bug.verifier, bug.name) if bug else (verifier, name)
-        if kind == "tree" and tree_signature(fn):
+        if kind == "tree" and signature_of(fn, kind) == "tree":
             if label in trees_done:
                 continue  # the trees are judged once, on the reference chains
             trees_done.add(label)
@@ -306,173 +148,6 @@ def exact_court(kind: str, verifier: Callable[..., Any], name: str, cases: Itera
             out.append(ExactCase(case.scenario, label, bug is not None, math.nan, math.nan, False,
                                  f"{type(e).__name__}: {e}"))  # fmt: skip
     return out
-
-
-def bonus_shapes(sc: Scenario) -> tuple[int, ...]:
-    """The draft counts j whose row's bonus token can enter the L-token window: j + 1 <= L
-    (it is token j + 1 of a first round; later rounds start past token 1)."""
-    return tuple(j for j in (range(sc.K + 1) if sc.ragged else (sc.K,)) if j + 1 <= sc.L)
-
-
-def coverage(sc: Scenario) -> str:
-    """The emitted tokens scenario ``sc`` judges.
-
-    In the first round a row with j drafts emits tokens 1..j (drafts, or the replacement at the
-    first rejection) and its bonus as token j + 1; later rounds start past token 1. So the
-    window of L tokens sees the drafts and replacements at positions 1..min(K, L) and the bonus
-    of rows with j drafts exactly when j + 1 <= L.
-    """
-    shown = list(bonus_shapes(sc))
-    hidden = [j for j in (range(sc.K + 1) if sc.ragged else (sc.K,)) if j not in shown]
-    last = min(sc.K, sc.L)
-    kind = "argmax drafts" if sc.drafter_mode == "argmax" else "drafts"
-    parts = [f"{kind} and replacements at position{' 1' if last == 1 else f's 1..{last}'}"]
-    if shown:
-        if shown == [sc.K]:
-            rows = f"full rows ({sc.K} draft{'s' if sc.K > 1 else ''})"
-        else:
-            rows = "rows with " + ", ".join(map(str, shown)) + " drafts"
-        if sc.ragged and sc.K in shown:
-            rows += " (all row shapes)"
-        parts.append(f"the bonus of {rows}")
-    text = ", ".join(parts)
-    if hidden:
-        text += f"; NOT the bonus of full rows (token {sc.K + 1} > L = {sc.L})"
-    return text
-
-
-class Cell(NamedTuple):
-    """One cell of the joint law: the L tokens, its counts and its share of chi-square."""
-
-    tokens: str  # e.g. "0 2 1"
-    observed: int
-    expected: float  # N * law
-    contribution: float  # (observed - expected)^2 / expected; inf for an impossible cell
-
-
-class NearestBug(NamedTuple):
-    bug: str
-    tv: float  # TV(observed frequencies, the bug's law)
-    source: str  # "exact" (specviz.proof.exact.verifier_law) or "sampled, N = ..."
-
-
-class Explanation(NamedTuple):
-    """Why a case failed, in the terms a reader can check."""
-
-    scenario: str
-    covers: str  # which emitted tokens the scenario judges
-    cells: list[Cell]  # the largest contributions to chi-square, impossible cells first
-    tv_to_target: float  # TV(observed frequencies, the target's law)
-    nearest: list[NearestBug]  # known bugs by TV to the observed law, nearest first
-    nearest_note: str  # where the bugs' laws came from, or why there are none
-
-    def lines(self) -> list[str]:
-        out = [f"scenario {self.scenario}: judges {self.covers}"]
-        if self.cells:
-            out.append("cells contributing most to chi-square (tokens: observed vs expected):")
-            for c in self.cells:
-                contrib = "impossible under the target" if math.isinf(c.contribution) else f"+{c.contribution:.1f}"
-                out.append(f'  "{c.tokens}": {c.observed:,} vs {c.expected:,.1f}  ({contrib})')
-        out.append(f"TV(observed, target) = {self.tv_to_target:.4f}")
-        if self.nearest:
-            near = ", ".join(f"{b.bug} {b.tv:.4f} ({b.source})" for b in self.nearest[:3])
-            out.append(f"nearest known bugs by TV to the observed law: {near}")
-            if self.nearest[0].tv >= self.tv_to_target:
-                out.append("no known bug's law is nearer than the target's: a mistake of another kind")
-        if self.nearest_note:
-            out.append(self.nearest_note)
-        return out
-
-
-class CaseResult(NamedTuple):
-    scenario: str
-    verifier: str
-    is_bug: bool
-    joint: ChiSquare
-    first_token: ChiSquare
-    positions: list[ChiSquare]
-    tokens: MeanTest  # tokens per verification against the exact expectation
-    passed: bool  # joint and tokens tests both pass, whatever their power (see verdict)
-    seconds: float
-    observed: np.ndarray  # (C,) joint counts in base-V order
-    law: np.ndarray  # (V,) * L exact target law
-    n: int = 0  # sequences
-    needed_n: int | None = None  # N at which every test of the case would be conclusive
-    error: str | None = None  # the verifier raised: the message
-    traceback: str | None = None  # ... and its traceback, from the verifier's own frames
-    explanation: Explanation | None = None  # set when a test fails
-
-    @property
-    def conclusive(self) -> bool:
-        return self.joint.conclusive and self.tokens.conclusive
-
-    @property
-    def failed(self) -> bool:
-        """A conclusive test failed (an impossible sample is conclusive)."""
-        return (not self.joint.passed and self.joint.conclusive) or (not self.tokens.passed and self.tokens.conclusive)
-
-    @property
-    def verdict(self) -> str:
-        """One of pass, FAIL, inconclusive (the verifier under test); caught, missed,
-        inconclusive (a bug); ERROR (the verifier raised)."""
-        if self.error:
-            return "ERROR"
-        if self.failed:
-            return "caught" if self.is_bug else "FAIL"
-        if not self.conclusive:
-            return "inconclusive"
-        return "missed" if self.is_bug else "pass"
-
-    # The tokens test under its former names.
-    @property
-    def tokens_measured(self) -> float:
-        return self.tokens.measured
-
-    @property
-    def tokens_theory(self) -> float:
-        return self.tokens.expected
-
-    @property
-    def tokens_se(self) -> float:
-        return self.tokens.se
-
-    @property
-    def tokens_z(self) -> float:
-        return self.tokens.z
-
-    @property
-    def tokens_passed(self) -> bool:
-        return self.tokens.passed
-
-
-def scenario_chains(scenario: Scenario) -> tuple[MarkovChain, MarkovChain]:
-    """The scenario's fixed target and drafter chains."""
-    V = scenario.V
-    rng = np.random.default_rng([CHAIN_SEED, list(SCENARIOS).index(scenario.name)])
-    if scenario.chains == "textbook":
-        return make_chain(np.tile(REFERENCE_P, (V + 1, 1))), make_chain(np.full((V + 1, V), 1 / V))
-    if scenario.chains == "zeros":
-        return random_chain(V, rng, zero_fraction=0.5), random_chain(V, rng, zero_fraction=0.5)
-    target, draft = random_chain(V, rng), random_chain(V, rng)
-    if scenario.chains == "greedy":
-        target = make_chain(np.eye(V)[np.argmax(target.table, axis=1)])
-    return target, draft
-
-
-def get_scenario(name: str) -> Scenario:
-    try:
-        return SCENARIOS[name]
-    except KeyError:
-        raise InputError("scenario", "one of " + ", ".join(SCENARIOS), repr(name)) from None
-
-
-def cell_tokens(code: int, V: int, L: int) -> str:
-    """The L tokens of cell ``code`` (base-V order, first token most significant): "0 2 1"."""
-    digits = []
-    for _ in range(L):
-        code, d = divmod(code, V)
-        digits.append(d)
-    return " ".join(map(str, reversed(digits)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -501,8 +176,7 @@ def _sample(
         from .block_trace import block_expected_tokens
 
         expected = block_expected_tokens(target, theory_drafter, sc.K)
-    if kind == "tree" and tree_signature(verifier):
-        verifier = as_chain(verifier)
+    verifier = as_verify_signature(verifier, kind)
     rng = np.random.default_rng([seed, list(SCENARIOS).index(sc.name)])
     return generate(verifier, target, Drafter(dchain, mode), n=n, L=sc.L, K=sc.K, rng=rng, ragged=sc.ragged,
                     expected=expected)  # fmt: skip
@@ -584,61 +258,6 @@ def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int,
                       n=n, error=f"{type(e).__name__}: {e}", traceback=verifier_traceback(e))  # fmt: skip
 
 
-def top_cells(observed: np.ndarray, law: np.ndarray, k: int = TOP_CELLS) -> list[Cell]:
-    """The k largest terms of the chi-square statistic, cells the target cannot produce first.
-
-    Cells tested on their own (expected count >= ``stats.MIN_EXPECTED``) are listed by their
-    tokens; the cells the test pools (expected below that) count as one, "pooled (m cells)",
-    as they do in the statistic.
-    """
-    law = np.asarray(law)
-    V, L = law.shape[0], law.ndim
-    obs = np.asarray(observed, dtype=np.float64).ravel()
-    p0 = law.ravel()
-    exp = obs.sum() * p0
-    out = [Cell(cell_tokens(int(i), V, L), int(obs[i]), 0.0, math.inf) for i in np.flatnonzero((p0 == 0) & (obs > 0))]
-    alone = np.flatnonzero(exp >= stats.MIN_EXPECTED)
-    terms = [(float((obs[i] - exp[i]) ** 2 / exp[i]), cell_tokens(int(i), V, L), obs[i], exp[i]) for i in alone]
-    small = (p0 > 0) & (exp < stats.MIN_EXPECTED)
-    if small.any():
-        o, e = obs[small].sum(), exp[small].sum()
-        terms.append((float((o - e) ** 2 / e), f"pooled ({int(small.sum())} cells)", o, e))
-    terms.sort(key=lambda t: -t[0])
-    out += [Cell(name, int(o), float(e), c) for c, name, o, e in terms if c > 0]
-    return out[:k]
-
-
-def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str = "") -> Explanation:
-    """Which cells and tokens-per-step figures make ``res`` fail; ``nearest`` bugs if known."""
-    sc = SCENARIOS[res.scenario]
-    obs = np.asarray(res.observed, dtype=np.float64)
-    tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
-    return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note)
-
-
-@functools.lru_cache(maxsize=128)
-def exact_bug_law(scenario: str, bug: str, kind: str = "chain") -> np.ndarray | None:
-    """The exact law (C,) of ``bug`` in a scenario by :func:`specviz.proof.exact.verifier_law`, or
-    None where it refuses (too large, a ragged scenario it does not model, ...)."""
-    sc, b = SCENARIOS[scenario], kind_controls(kind)[bug]
-    fn = as_chain(b.verifier) if kind == "tree" and tree_signature(b.verifier) else b.verifier
-    target, dchain = scenario_chains(sc)
-    # Ragged rounds draw each row's count uniformly from 0..K: verifier_law takes that as a sequence.
-    num_draft: Any = range(sc.K + 1) if sc.ragged else sc.K
-    try:
-        from .exact import verifier_law
-
-        res = verifier_law(fn, target, Drafter(dchain, b.drafter_mode or sc.drafter_mode), L=sc.L,
-                           num_draft=num_draft, K=sc.K)  # fmt: skip
-        law = np.asarray(getattr(res, "law", res), dtype=np.float64).ravel()
-        unresolved = float(getattr(res, "unresolved", 0.0))
-    except Exception:  # refused or failed: the caller falls back to a sampled law
-        return None
-    if law.size != sc.V**sc.L or not np.isfinite(law).all() or abs(law.sum() - 1) > 1e-9 or unresolved > 1e-9:
-        return None
-    return law
-
-
 def nearest_bugs(
     res: CaseResult, controls: Iterable[CaseResult] = (), *, seed: int = 0, alpha: float = ALPHA, kind: str = "chain"
 ) -> tuple[list[NearestBug], str]:
@@ -686,17 +305,6 @@ class Case(NamedTuple):
     bug: str | None  # None: the verifier under test
 
 
-def can_show(bug: Bug, sc: Scenario) -> bool:
-    """Whether ``bug`` can change what scenario ``sc`` judges: a bug that needs ragged rows
-    cannot show without them, and one wrong only in the bonus of full rows cannot show when
-    that bonus never enters the window (L = K)."""
-    if bug.needs_ragged and not sc.ragged:
-        return False
-    if bug.rule is not None and getattr(bug.rule, "bonus", None) == "row_before":
-        return sc.K in bonus_shapes(sc)
-    return True
-
-
 def plan(
     scenarios: Iterable[str] | None = None,
     bugs: Iterable[str] | None = None,
@@ -725,22 +333,6 @@ def plan(
         homes = scs if matrix else [s for s in HOME.get(b, ("reference",)) if s in scs]
         cases += [Case(s, b) for s in (homes or scs)]
     return cases
-
-
-class SuiteResult(NamedTuple):
-    results: list[CaseResult]
-    ok: bool  # the verifier passed every case and every bug run was caught somewhere
-    failures: list[str]  # why not ok, one line each (empty when merely inconclusive)
-    controls: list[str]  # the bugs run as negative controls (empty: none ran)
-    inconclusive: list[str]  # cases whose tests lack the power to speak, one line each
-    needed_n: int | None  # N at which every case would be conclusive, when some is not
-    exact: tuple[ExactCase, ...] = ()  # the exact court's rows (kinds block and tree)
-    kind: str = "chain"
-
-    @property
-    def verdict(self) -> str:
-        """One of ok, FAIL (something failed, raised or a bug was missed) or inconclusive."""
-        return "FAIL" if self.failures else "inconclusive" if self.inconclusive else "ok"
 
 
 def run_suite(
@@ -797,59 +389,6 @@ def run_suite(
     needs = [r.needed_n for r in results if r.verdict == "inconclusive" and r.needed_n]
     return SuiteResult(results, not failures and not inconclusive, failures, control_names, inconclusive,
                        max(needs) if needs else None, tuple(exact), kind)  # fmt: skip
-
-
-def case_record(r: CaseResult) -> dict[str, Any]:
-    """Every field of a case as plain JSON-ready data: what ``prove --json`` prints and what an
-    app page offers for download. Cells are keyed by their tokens ("0 2 1")."""
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, (bool, np.bool_)):
-            return bool(x)
-        if isinstance(x, (int, np.integer)):
-            return int(x)
-        if isinstance(x, (float, np.floating)):
-            return float(x) if math.isfinite(x) else None
-        return x
-
-    def chi(c: Any) -> dict[str, Any]:
-        return {**{k: clean(v) for k, v in c._asdict().items()}, "conclusive": c.conclusive}
-
-    sc = SCENARIOS[r.scenario]
-    V, L = sc.V, sc.L
-    names = [cell_tokens(i, V, L) for i in range(V**L)]
-    n_obs = float(np.sum(r.observed))
-    ex = r.explanation
-    return {
-        "scenario": r.scenario,
-        "covers": sc.covers,
-        "verifier": r.verifier,
-        "is_bug": r.is_bug,
-        "verdict": r.verdict,
-        "n": r.n,
-        "needed_n": r.needed_n,
-        "V": V, "L": L, "K": sc.K, "ragged": sc.ragged,
-        "tokens_test": None if r.error else {**{k: clean(v) for k, v in r.tokens._asdict().items()},
-                                             "needed_rounds": r.tokens.needed_rounds},
-        "joint": chi(r.joint),
-        "first_token": chi(r.first_token),
-        "positions": [chi(p) for p in r.positions],
-        "tokens_per_step": {"measured": clean(r.tokens.measured), "theory": clean(r.tokens.expected),
-                            "se": clean(r.tokens.se), "z": clean(r.tokens.z), "passed": r.tokens.passed},
-        "counts": [int(v) for v in r.observed],  # (C,) in base-V order, as "cells"
-        "law": [float(v) for v in r.law.ravel()],
-        "cells": [{"sequence": c, "observed": int(o), "exact_probability": float(p), "expected_count": n_obs * float(p)}
-                  for c, o, p in zip(names, r.observed, r.law.ravel(), strict=True)],
-        "explanation": None if ex is None else {
-            "scenario": ex.scenario, "covers": ex.covers, "tv_to_target": clean(ex.tv_to_target),
-            "cells": [{k: clean(v) for k, v in c._asdict().items()} for c in ex.cells],
-            "nearest_bugs": [{k: clean(v) for k, v in b._asdict().items()} for b in ex.nearest],
-            "note": ex.nearest_note,
-        },
-        "seconds": round(r.seconds, 3),
-        "error": r.error,
-        "traceback": r.traceback,
-    }  # fmt: skip
 
 
 class Calibration(NamedTuple):

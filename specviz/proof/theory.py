@@ -18,8 +18,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, digits
+from ..verifiers.processing import output_law
 from .markov import Drafter, MarkovChain
+from .pipeline import DRAFTER, REQUEST, unprocess
 
 PROB_ATOL = 1e-9  # |sum - 1| allowed for the float64 vectors of the closed forms
 
@@ -54,7 +56,7 @@ def as_dist(x: object, name: str) -> np.ndarray:
     if (v < 0).any():
         raise InputError(name, "non-negative probabilities", f"minimum {v.min():.6g}")
     if abs(v.sum() - 1) > PROB_ATOL:
-        raise InputError(name, f"probabilities summing to 1 (tolerance {PROB_ATOL:g})", f"sum {v.sum():.6g}")
+        raise InputError(name, f"probabilities summing to 1 (tolerance {PROB_ATOL:g})", f"sum {digits(v.sum())}")
     return v
 
 
@@ -122,6 +124,12 @@ def total_variation(a: object, b: object) -> float:
 # is still p: that is the lesson, and the joint test is what catches them.
 
 NOT_AT_ONE_POSITION = ("wrong_bonus_row",)  # needs ragged rows: no single-position law
+# The mistakes position_law knows by name (tests/test_theory.py checks it against the catalogue, BUGS).
+POSITION_LAWS = (
+    "resample_from_p", "unclamped_residual", "shared_uniform", "count_after_rejection", "reused_coin",
+    "wrong_bonus_row", "bonus_row_before", "no_bonus", "greedy_draft_sampled_q", "q_unprocessed",
+    "target_unprocessed", "shared_noise_stream", "late_rejection",
+)  # fmt: skip
 
 
 def position_law(target_probs: object, draft_probs: object, bug: str | None = None, *, K: int = 1) -> np.ndarray | None:
@@ -157,20 +165,15 @@ def position_law(target_probs: object, draft_probs: object, bug: str | None = No
         out = (1 - r) * d.residual
         out[x] += r
         return out
-    if bug in ("q_unprocessed", "target_unprocessed"):
-        from ..verifiers.processing import output_law
-        from . import engine_bugs  # late import: it imports verify and processing
-
+    if bug in ("q_unprocessed", "target_unprocessed"):  # the settings: specviz.proof.pipeline
         if bug == "target_unprocessed":  # the rule is exact for the p it is given: the raw target
-            return np.asarray(engine_bugs.unprocess(p, engine_bugs.REQUEST))
-        return output_law(p, q, engine_bugs.unprocess(q, engine_bugs.DRAFTER))
+            return np.asarray(unprocess(p, REQUEST))
+        return output_law(p, q, unprocess(q, DRAFTER))
     if bug == "shared_noise_stream":
         return _shared_stream_law(p, q, d)
     if bug == "late_rejection":  # rows i + 1 are p and q again here, but after the last draft p itself
         return d.output if K >= 2 else d.accepted + d.total_variation * p
-    from .bugs import BUGS  # late import: bugs imports verify, which needs nothing from here
-
-    raise InputError("bug", "one of " + ", ".join(BUGS), repr(bug))
+    raise InputError("bug", "one of " + ", ".join(POSITION_LAWS), repr(bug))
 
 
 def _shared_stream_law(p: np.ndarray, q: np.ndarray, d: Decomposition) -> np.ndarray:
