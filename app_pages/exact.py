@@ -158,9 +158,12 @@ with right:
                 name: st.column_config.NumberColumn(format="%.4f", help=h) for name, (_, h) in columns.items()
             },
         )
+        same = position.residual_is_target(p, q)
         st.caption(
             "Accept probability 1 where q(x) = 0: such a token is never drafted. The residual is where q "
-            "under-proposes; it is p itself only in the unreachable case a = 1."
+            "under-proposes. It is p itself exactly when q = a·p wherever p > 0, q's other 1 − a sitting on tokens p "
+            "never produces (e.g. p = [.5, .5, 0], q = [.25, .25, .5] at a = 0.5), or when a = 1 and it is never "
+            f"used. Here it {'is' if same.equal else 'is not'} p."
         )
 
 # --- break it --------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specviz.app import flow
+
 st.title("specviz: lossless speculative sampling")
 st.markdown(
     """
@@ -29,38 +31,22 @@ For drafts $x_0, \\dots, x_{j-1}$ drawn from $q$ and target distributions $p_0, 
 """
 )
 
-st.subheader("What each page teaches")
-left, right = st.columns(2)
-with left:
-    st.page_link("app_pages/exact.py", label="Why it is exact", icon=":material/balance:")
-    st.caption(
-        "One position, your own p and q. The accepted part min(p, q) plus the replaced part (1 − a)·residual stack up "
-        "to p exactly; switch on a bug and watch the law move; sample 1, 1,000 or 100,000 times and trace one coin."
-    )
-    st.page_link("app_pages/batch.py", label="Batch", icon=":material/view_column:")
-    st.caption(
-        "A real batched verifier: rows with their own number of drafts, NumPy against PyTorch (and CUDA where there "
-        "is a GPU) on the same uniforms, token strips showing what was accepted, replaced and added."
-    )
-with right:
-    st.page_link("app_pages/bug_lab.py", label="Bug lab", icon=":material/bug_report:")
-    st.caption(
-        "The classic mistakes, one step swapped each. Predict whether the end-to-end chi-square test will catch it, "
-        "then run it; see why a first-token-only test misses the shared-coin bug."
-    )
-    st.page_link("app_pages/tokens.py", label="Tokens per step", icon=":material/trending_up:")
-    st.caption(
-        "What the rule buys: expected tokens per target pass against K, with and without the bonus, measured points "
-        "beside the closed form, and a speedup model with the drafter's cost."
-    )
+st.subheader("What each page teaches, in class order")
+lessons = flow.LESSONS[1:]  # every page but this one; each page ends with a "Next" link in this order
+half = (len(lessons) + 1) // 2
+for column, part in zip(st.columns(2), (lessons[:half], lessons[half:]), strict=True):
+    with column:
+        for lesson in part:
+            st.page_link(lesson.file)
+            st.caption(lesson.teaches)
 
 st.subheader("Where to start")
 st.markdown(
     """
-- **Teaching or learning it:** *Why it is exact* with the reference preset, then *Bug lab* with `resample_from_p`
-  (predict first!), then `shared_uniform` for the lesson about weak tests.
+- **Teaching or learning it:** *One round, step by step*, then *Why it is exact* with the textbook preset, then
+  *Bug lab* with `resample_from_p` (predict first!), then `shared_uniform` for the lesson about weak tests.
 - **Preparing for an interview:** the derivation at the bottom of *Why it is exact*, every bug in *Bug lab* (each
-  has the one-paragraph reason it breaks), and the 2.533 tokens of the reference example in *Tokens per step*.
+  has the one-paragraph reason it breaks), and the 2.533 tokens of the textbook example in *Tokens per step*.
 - **Checking an implementation:** *Batch* for ragged rows and backend timings; from Python,
   `specviz.proof.prove.run_case(...)` or `python -m specviz prove` put your own verifier through the same test.
 """

@@ -169,7 +169,7 @@ def chart_spec(at: AppTest, index: int) -> dict:
 def test_exact_each_bug_shows_or_says_where_to_look():
     """Issue 8: unclamped_residual shows TV 0 on the default preset; "show me" loads a setting where TV > 0."""
     at = open_page("app_pages/exact.py", {"bug": "unclamped_residual"})
-    assert at.selectbox(key="exact.preset").value == "reference"
+    assert at.selectbox(key="exact.preset").value == "textbook"
     assert metric(at, "TV(output law, p)") == "0.000000"
     assert "leaves the first token's law at p (TV 0)" in texts(at.warning)
     at.button(key="exact.show_me").click().run()
@@ -458,7 +458,7 @@ def test_home_numbers_are_the_computed_ones():
     """Every number the home page states: the reference example's tokens, the exact page's sample sizes."""
     at = open_page(None)
     ref = theory.expected_tokens(theory.acceptance_rate(REF_P, UNIFORM), 3)
-    assert f"the {ref:.3f} tokens of the reference example" in texts(at.markdown)
+    assert f"the {ref:.3f} tokens of the textbook example" in texts(at.markdown)
     sizes = ast.literal_eval(
         next(
             n.value

@@ -222,7 +222,7 @@ def test_for_projector_enlarges_every_font_and_keeps_the_numbers(name):
     from specviz import verify
     from specviz.app import figures, position, speed
 
-    p, q = position.preset("reference")
+    p, q = position.preset("textbook")
     if name == "decomposition":
         fig = figures.decomposition_bar(p, q)
     elif name == "joint":

@@ -145,7 +145,7 @@ def test_reference_example_figures_by_enumeration():
 
 def test_the_reference_example_is_the_same_everywhere():
     assert tuple(position.REFERENCE_P) == theory.REFERENCE_P
-    assert position.preset("reference") == (list(theory.REFERENCE_P), list(theory.REFERENCE_Q))
+    assert position.preset("textbook") == (list(theory.REFERENCE_P), list(theory.REFERENCE_Q))
     assert tuple(prove.REFERENCE_P) == theory.REFERENCE_P
 
 
@@ -170,7 +170,7 @@ def test_resample_from_p_reference_figures():
     assert px == f"{P_REF[x]:.2f}" and qx == f"{Q_REF[x]:.2f}" and P_REF[x] > Q_REF[x]
     assert out == f"{law[x]:.2f}" and law[x] > P_REF[x]
     (tv,) = grab(
-        rf"TV = \(1 - a\) \* TV\(p, r\): ({NUMBER}) in the reference example", BUGS["resample_from_p"].caught_by
+        rf"TV = \(1 - a\) \* TV\(p, r\): ({NUMBER}) in the textbook example", BUGS["resample_from_p"].caught_by
     )
     assert tv == f"{theory.total_variation(law, P_REF):.3f}" == "0.100"
     assert "a = 0.7)" in text
@@ -223,7 +223,7 @@ def dip_before_excess(p, q) -> bool:
 def test_unclamped_residual_claims():
     explanation("unclamped_residual", "so the draw is pushed toward later tokens (the chance of a token at or")
     explanation("unclamped_residual", "The law changes exactly when a token with q > p comes before a token with p > q")
-    explanation("unclamped_residual", "p > q other than the last one, so the reference example")
+    explanation("unclamped_residual", "p > q other than the last one, so the textbook example")
     caught_by("unclamped_residual", "when a token with q > p comes before one with p > q other than the last (not in")
     outcomes = set()
     for p, q in random_pairs(30, 5, seed=3):
@@ -388,7 +388,7 @@ def test_wrong_bonus_row_only_with_ragged_rows():
 
 def test_no_bonus_figures_and_exactness():
     text = explanation("no_bonus", "The emitted tokens still follow the target exactly")
-    without, with_bonus, K = grab(rf"; ({NUMBER}) instead of ({NUMBER}) with K = (\d+) in the reference example", text)
+    without, with_bonus, K = grab(rf"; ({NUMBER}) instead of ({NUMBER}) with K = (\d+) in the textbook example", text)
     K = int(K)
     assert K == K_REF
     assert without == f"{exact_tokens_per_step('no_bonus', P_REF, Q_REF, K):.2f}"
@@ -480,7 +480,7 @@ def test_caught_by_names_the_checks_that_fail(control, name):
     if "exact law of one position" in text:
         p, q = (
             (P_REF, Q_REF)
-            if "not in the reference example" not in text
+            if "not in the textbook example" not in text
             else (np.array([0.1, 0.5, 0.4]), np.array([0.3, 0.2, 0.5]))
         )
         assert theory.total_variation(exact_law(name, p, q), p) > 0.01
@@ -491,10 +491,10 @@ def test_caught_by_names_the_checks_that_fail(control, name):
 
 def test_preset_help_claims():
     help_ = position.PRESET_HELP
-    ref_p = re.findall(NUMBER, grab(r"p = \[([^\]]*)\] against uniform q", help_["reference"])[0])
+    ref_p = re.findall(NUMBER, grab(r"p = \[([^\]]*)\] against uniform q", help_["textbook"])[0])
     assert [float(v) for v in ref_p] == list(theory.REFERENCE_P)
-    (a,) = grab(rf"a = ({NUMBER})", help_["reference"])
-    assert float(a) == round(theory.acceptance_rate(*position.preset("reference")), 10)
+    (a,) = grab(rf"a = ({NUMBER})", help_["textbook"])
+    assert float(a) == round(theory.acceptance_rate(*position.preset("textbook")), 10)
     assert "every draft is accepted" in help_["p == q"]
     assert abs(tokens_law(None, *position.preset("p == q"), 2)[3] - 1) < TOL  # both drafts and the bonus, always
     assert "a = 0, every draft is rejected" in help_["disjoint supports"]

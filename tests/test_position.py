@@ -47,7 +47,7 @@ def test_presets_are_valid_distributions(name):
         assert min(v) >= 0 and abs(sum(v) - 1) < 1e-12
         assert position.parse_distribution(v, "p").note is None
     a = theory.acceptance_rate(p, q)
-    expected = {"reference": 0.7, "p == q": 1.0, "disjoint supports": 0.0, "one-hot q": 0.3}
+    expected = {"textbook": 0.7, "p == q": 1.0, "disjoint supports": 0.0, "one-hot q": 0.3}
     if name in expected:
         assert a == pytest.approx(expected[name], abs=1e-12)
 

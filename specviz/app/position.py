@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..proof import bugs
+from ..proof import bugs, theory
 from ..verifiers.verify import Verification, verify
 from .limits import MAX_POSITION_K, MAX_TABLE_V
 
@@ -132,10 +132,40 @@ def _plain_decimal(item: str) -> bool:
     return re.fullmatch(r"\s*[+]?\d*\.?\d+\s*", item) is not None
 
 
+RESIDUAL_ATOL = 1e-12  # residual against p, computed in float64
+
+
+class ResidualIsTarget(NamedTuple):
+    """Whether the residual max(0, p − q) / (1 − a) is p itself, and whether the closed condition says so."""
+
+    equal: bool  # the computed residual equals p within RESIDUAL_ATOL
+    scaled: bool  # the condition: q = a·p wherever p > 0 (q's other 1 − a on tokens p gives 0), or a = 1
+    acceptance_rate: float
+
+
+def residual_is_target(target_probs: Sequence[float], draft_probs: Sequence[float]) -> ResidualIsTarget:
+    """When is the residual p itself? Exactly when q = a·p on p's support (or a = 1, where it is unused).
+
+    For a token with p(x) > 0 the residual is max(0, p(x) − q(x)) / (1 − a); it equals p(x) iff
+    q(x) = a·p(x) (the case q(x) >= p(x) would need (1 − a) p(x) = 0). Summing over p's support,
+    q puts a there and its remaining 1 − a on tokens with p = 0. Example: p = [.5, .5, 0],
+    q = [.25, .25, .5] at a = 0.5; it is not "only a = 1".
+    """
+    d = theory.decompose(target_probs, draft_probs)
+    p = np.asarray(target_probs, dtype=np.float64)
+    q = np.asarray(draft_probs, dtype=np.float64)
+    a = d.acceptance_rate
+    on = p > 0
+    scaled = bool(np.allclose(q[on], a * p[on], rtol=0, atol=RESIDUAL_ATOL))  # a = 1 gives q = p here too
+    return ResidualIsTarget(bool(np.allclose(d.residual, p, rtol=0, atol=RESIDUAL_ATOL)), scaled, a)
+
+
 REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
-PRESETS = ("reference", "p == q", "disjoint supports", "one-hot q", "random")
+# "textbook": the 2.533-token example (prove's scenario of that name); "reference" is reserved for the Markov-chain
+# scenario and the reference verifier, one name per meaning.
+PRESETS = ("textbook", "p == q", "disjoint supports", "one-hot q", "random")
 PRESET_HELP = {
-    "reference": "p = [0.5, 0.3, 0.15, 0.05] against uniform q: a = 0.7, the textbook example",
+    "textbook": "p = [0.5, 0.3, 0.15, 0.05] against uniform q: a = 0.7, 2.533 tokens per step at K = 3",
     "p == q": "the drafter is the target: every draft is accepted, the residual is never used",
     "disjoint supports": "no token both can produce: a = 0, every draft is rejected",
     "one-hot q": "a deterministic drafter always proposing token 1: accepted with probability p(1)",
@@ -146,7 +176,7 @@ RANDOM_PRESET_V = 6
 
 def preset(name: str, seed: int = 0) -> tuple[list[float], list[float]]:
     """(p, q) of a named preset, as short decimals that sum to exactly 1 in thousandths."""
-    if name == "reference":
+    if name == "textbook":
         return list(REFERENCE_P), [0.25] * 4
     if name == "p == q":
         return list(REFERENCE_P), list(REFERENCE_P)

@@ -1,8 +1,12 @@
-"""The classic mistakes, each the correct verifier with exactly one step swapped.
+"""The classic mistakes, each the reference rule with exactly one step swapped.
 
 Every entry of :data:`BUGS` has a verifier with the signature of :func:`specviz.verify`
-(except the pipeline mistake, whose verifier is the correct one and whose fault is in the
-drafter that feeds it), a one-paragraph explanation, and the check that catches it.
+(except the pipeline mistakes, whose verifier is the correct one or a wrapper around it and
+whose fault is in what feeds it), a one-paragraph explanation, and the check that catches it.
+A verifier mistake is :func:`specviz.verifiers.reference.with_step` on the chain reference
+:func:`specviz.verifiers.reference.verify`, with the swapped step (a small function of the
+reference's :class:`~specviz.verifiers.reference.ChainSteps`) defined right before its entry.
+The engine (:func:`specviz.verify`) runs only the rule.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..verifiers.verify import Rule, rule_verifier, verify
+from ..verifiers import reference
+from ..verifiers.reference import Kept, with_step
+from ..verifiers.verify import verify
 from . import engine_bugs, theory
 
 
@@ -21,7 +27,7 @@ class Bug(NamedTuple):
     name: str
     title: str
     verifier: Callable[..., Any]  # same signature and result as specviz.verify
-    rule: Rule | None  # the swapped step; None for the pipeline mistake
+    step: tuple[str, str] | None  # (reference step swapped, the function swapped in); None: a pipeline mistake
     drafter_mode: str | None  # the drafter's mistake, if that is where the bug lives
     explanation: str  # what it does and why the law changes (or why it does not)
     caught_by: str  # which check fails
@@ -29,11 +35,11 @@ class Bug(NamedTuple):
     needs_ragged: bool  # visible only when some rows have fewer drafts than the padded width
 
 
-# --- the reference example's figures, computed (tests/test_explanations.py checks every one) ---
+# --- the textbook example's figures, computed (tests/test_explanations.py checks every one) ---
 _P, _Q = np.array(theory.REFERENCE_P), np.array(theory.REFERENCE_Q)
 _A = theory.acceptance_rate(_P, _Q)
 _K = theory.REFERENCE_K
-REFERENCE = f"the reference example (p = {list(theory.REFERENCE_P)}, q uniform, a = {_A:.2g})"
+REFERENCE = f"the textbook example (p = {list(theory.REFERENCE_P)}, q uniform, a = {_A:.2g})"
 
 
 def _resample_from_p_figures() -> tuple[int, float]:
@@ -79,7 +85,7 @@ BUGS: dict[str, Bug] = {
             "a p(x) < q(x) < p(x); too rarely where q(x) < a p(x). The error is TV = (1 - a) TV(p, r), at "
             "most 1 - a = TV(p, q), and zero only when r happens to equal p. In " + REFERENCE + f" token "
             f"{_RX} has p = {_P[_RX]:.2f} > q = {_Q[_RX]:.2f} and still comes out at {_RLAW[_RX]:.2f}.",
-            f"the exact law of one position (TV = (1 - a) * TV(p, r): {_RTV:.3f} in the reference example) "
+            f"the exact law of one position (TV = (1 - a) * TV(p, r): {_RTV:.3f} in the textbook example) "
             "and every chi-square test (first token, each position, joint)",
             True,
             False,
@@ -97,9 +103,9 @@ BUGS: dict[str, Bug] = {
             "below any index never exceeds the residual's); when the running sum never gets back above "
             "u * mass the draw falls through to the last token, which the residual may give no mass. "
             "The law changes exactly when a token with q > p comes before a token with p > q other than "
-            "the last one, so the reference example, whose over-proposed tokens come last, hides it.",
+            "the last one, so the textbook example, whose over-proposed tokens come last, hides it.",
             "the exact law of one position when a token with q > p comes before one with p > q other than "
-            "the last (not in the reference example) and every chi-square test (first token, each "
+            "the last (not in the textbook example) and every chi-square test (first token, each "
             "position, joint)",
             True,
             False,
@@ -238,7 +244,7 @@ BUGS: dict[str, Bug] = {
             + " hides it; with p = [0.1, 0.5, 0.4] and processed q = [0.3, 0.2, 0.5] (raw r = "
             f"[{', '.join(f'{v:.3f}' for v in _UR)}]) token {_UX} comes out at {_ULAW[_UX]:.3f} instead of "
             f"{_UP[_UX]:g}.",
-            "the exact law of one position when the drafter's temperature changes q (not in the reference "
+            "the exact law of one position when the drafter's temperature changes q (not in the textbook "
             "example) and every chi-square test (first token, each position, joint)",
             True,
             False,
