@@ -217,3 +217,50 @@ def _inner_helper(target_probs):
 def wrong_shape(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
     res = verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms)
     return res._replace(tokens=np.asarray(res.tokens)[:, :1])
+
+
+# --- Engine-style variants for the realistic tests of issue 18 (prove --vocab): the engine with one
+# thing done the way a serving stack does it. Called by tests/test_ship.py and tests/test_probes.py.
+
+_COIN_CAP = 1.0 - 2.0**-53  # 1 - u is in (0, 1]; the engine takes coins in [0, 1)
+
+
+def _to_bfloat16(q):
+    """q rounded to bfloat16 and back to its own dtype (NumPy or torch)."""
+    import torch
+
+    if isinstance(q, torch.Tensor):
+        return q.to(torch.bfloat16).to(q.dtype)
+    return torch.from_numpy(np.ascontiguousarray(q)).to(torch.bfloat16).double().numpy().astype(q.dtype)
+
+
+def engine_leq(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
+    """Accept iff u * q <= p (SGLang #35771): a coin of exactly 0 accepts a draft with p(x) = 0."""
+    from specviz.proof.engine_bugs import FAULTS
+
+    return FAULTS["inclusive_coin"].verifier(target_probs, draft_probs, draft_tokens, num_draft, rng=rng,
+                                             uniforms=uniforms, validate=validate)  # fmt: skip
+
+
+def engine_bf16_q(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
+    """q rounded to bfloat16 before the ratio and the residual (the DeepSpec #31 class); the rounded
+    rows no longer sum to 1, so the check is off, as in an engine's hot path."""
+    q = None if draft_probs is None else _to_bfloat16(draft_probs)
+    return verify(target_probs, q, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
+
+
+def engine_one_minus_u(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None,
+                       validate=True):  # fmt: skip
+    """Correct, with another coin convention: accept iff (1 - u) * q < p (1 - u is uniform too)."""
+    if uniforms is not None:
+        ua, us = uniforms
+        flip = 1 - ua
+        uniforms = (flip - (flip >= 1) * (1 - _COIN_CAP), us)
+    return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=validate)
+
+
+def engine_misaligned_q(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None,
+                        validate=True):  # fmt: skip
+    """Row b is verified against the draft rows of row b + 1 (an off-by-one in a gather)."""
+    q = draft_probs if draft_probs is None or len(draft_probs) < 2 else draft_probs[[*range(1, len(draft_probs)), 0]]
+    return verify(target_probs, q, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
