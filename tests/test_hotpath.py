@@ -250,11 +250,11 @@ def test_validate_checks_every_row_the_draw_reads(backend, V):
     off[2, 0] *= 1.001  # the residual row's p sums to 1.001
     with pytest.raises(InputError, match=r"target_probs: expected rows summing to 1 \(tolerance 0.0001\)"):
         run(backend, off, draft, tokens, num, reject)
-    with pytest.raises(InputError, match=r"draft_probs: expected rows summing to 1 .* got a row summing to 1.001"):
+    with pytest.raises(InputError, match=r"draft_probs: expected .* got a row summing to 1\.00(1|09{5,})\d*$"):
         run(backend, target, draft * 1.001, tokens, num, reject)
     bonus_off = target.copy()
     bonus_off[3, K] *= 0.99
-    with pytest.raises(InputError, match=r"target_probs: expected rows summing to 1 .* got a row summing to 0.99"):
+    with pytest.raises(InputError, match=r"target_probs: expected .* got a row summing to 0\.9(9|89{5,})\d*$"):
         run(backend, bonus_off, draft, tokens, num, accept)
     run(backend, bonus_off, draft, tokens, num, reject)  # the bonus row is not read: not checked
     with pytest.raises(InputError, match="target_probs: expected finite probabilities"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError, digits
+from ._xp import check_dense
 
 # |sum(row) - 1| allowed for a probability row. Loose enough for a float32 softmax over a
 # 128k vocabulary (rounding error ~1e-5), tight enough to catch an unnormalized row or logits.
@@ -139,6 +140,7 @@ def padded_inputs(
 
 def as_array(ops: Any, x: Any, name: str) -> Any:
     """``x`` as an array of the inputs' kind and device, or an InputError naming ``name``."""
+    check_dense(x, name)
     try:
         return ops.asarray(x)
     except (ValueError, TypeError, RuntimeError) as e:  # ragged lists, strings, a CUDA tensor for NumPy

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
+
 _ONE_BITS_32 = 0x3F800000  # bit pattern of float32 1.0: [+0, 1] is exactly bits 0 .. this
 _ONE_BITS_64 = 0x3FF0000000000000  # the same for float64
 
@@ -538,8 +540,31 @@ def _rng_error(rng: Any, expected: str) -> Exception:
     return InputError("rng", expected, type(rng).__name__)
 
 
-def ops_for(x: Any) -> NumpyOps | TorchOps:
-    """The adapter matching the kind (and device) of ``x``."""
+def check_dense(x: Any, name: str) -> None:
+    """A torch tensor the verifier can read: strided, with data (not meta), not quantized or nested.
+
+    The others fail deep inside (``Tensor.item() cannot be called on meta tensors``, a sparse
+    layout refused by ``numpy()``); here they get an InputError naming the argument.
+    """
+    if not is_torch(x):
+        return
+    torch = sys.modules["torch"]
+    if x.device.type == "meta":
+        got = "a meta tensor (a shape without data)"
+    elif x.layout is not torch.strided:
+        got = f"layout {x.layout}"
+    elif x.is_quantized:
+        got = f"a quantized tensor ({x.dtype})"
+    elif getattr(x, "is_nested", False):
+        got = "a nested tensor"
+    else:
+        return
+    raise InputError(name, "a dense tensor with data (strided layout, on the CPU or a GPU)", got)
+
+
+def ops_for(x: Any, name: str = "target_probs") -> NumpyOps | TorchOps:
+    """The adapter matching the kind (and device) of ``x`` (the argument ``name``, checked)."""
     if is_torch(x):
+        check_dense(x, name)
         return TorchOps(x.device)
     return NumpyOps()

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ._xp import is_torch
+from ._xp import check_dense, is_torch
 from .verify import Uniforms, Verification, verify
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -105,6 +105,7 @@ def process_logits(logits: Array, settings: Settings = DEFAULT) -> Array:
     if is_torch(logits):
         import torch
 
+        check_dense(logits, "logits")
         out = _process_np(logits.detach().to("cpu", torch.float64).numpy(), settings)
         return torch.from_numpy(out).to(logits.device)
     try:
