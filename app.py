@@ -7,10 +7,37 @@ import logging
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import links, presenter, serving
+from specviz.app import flow, links, presenter, serving
 
 log = logging.getLogger("specviz.app")
 ESCAPED_KEY = "app.escaped_input_error"
+CLEAR_CACHE_REFUSED = "A visitor sent clear_cache: refused (the caches are every visitor's); their own state cleared"
+
+
+def refuse_clear_cache() -> None:
+    """Stop one visitor from clearing every visitor's caches.
+
+    Streamlit's ``clear_cache`` back-message (the "Clear cache" menu item, hidden here by
+    client.toolbarMode but still accepted by the server) clears st.cache_data and
+    st.cache_resource for the whole process. No config option turns it off in Streamlit 1.67,
+    so the one method that handles it (AppSession._handle_clear_cache_request) is replaced,
+    once per process, by one that clears only the sender's session state.
+    tests/test_serve.py sends the message over the websocket and checks the caches survive.
+    """
+    from streamlit.runtime.app_session import AppSession
+
+    if getattr(AppSession._handle_clear_cache_request, "refuses", False):
+        return
+
+    def own_state_only(self: AppSession) -> None:
+        log.warning(CLEAR_CACHE_REFUSED)
+        self._session_state.clear()
+
+    own_state_only.refuses = True  # type: ignore[attr-defined]
+    AppSession._handle_clear_cache_request = own_state_only  # type: ignore[method-assign]
+
+
+refuse_clear_cache()
 
 # Presenter mode is read before the page config: it decides whether the sidebar starts collapsed.
 if links.PRESENT_KEY not in st.session_state:
@@ -69,6 +96,13 @@ except InputError as e:  # a page that let one through: shown like any other inp
     st.session_state[ESCAPED_KEY] = str(e)  # the safety tests assert that no page sets this
     st.error(links.error_text(e), icon=":material/error:")
 finally:  # also after st.stop(): the page's modules are imported by now
+    # Every page ends with a link to the next lesson (the order lives in specviz/app/flow.py): presenter mode
+    # hides the sidebar, so this is the one-click way on.
+    lesson = flow.next_lesson(page.url_path)
+    following = None if lesson is None else {p.url_path: p for p in PAGES}.get(lesson.url_path)
+    if following is not None:
+        st.divider()
+        st.page_link(following, label=f"Next: {following.title}", icon=":material/arrow_forward:")
     # Streamlit collects garbage after every run, walking every object of the process (0.2 s here):
     # the first run of each page freezes the imported heap out of that walk (specviz/app/serving.py).
     serving.freeze_heap(page.url_path)
