@@ -264,3 +264,107 @@ def engine_misaligned_q(target_probs, draft_probs, draft_tokens, num_draft, *, r
     """Row b is verified against the draft rows of row b + 1 (an off-by-one in a gather)."""
     q = draft_probs if draft_probs is None or len(draft_probs) < 2 else draft_probs[[*range(1, len(draft_probs)), 0]]
     return verify(target_probs, q, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
+
+
+# --- Functions in engines' conventions, for specviz.proof.adapters (issue 18), built on the engine.
+
+
+def vllm_style(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs, bonus_token_ids, *, uniforms):
+    """vLLM's convention: flat drafts, cu_num_draft_tokens (B,) inclusive int32, target rows of the drafts
+    only (N, V), the bonus sampled outside (B, 1), output (B, K+1) int32 with -1 placeholders."""
+    import torch
+
+    from specviz import verify_flat
+
+    counts = torch.diff(cu_num_draft_tokens.long(), prepend=torch.zeros(1, dtype=torch.long))  # (B,)
+    B, V = counts.shape[0], target_probs.shape[-1]
+    rows, at = [], 0
+    for b in range(B):  # each row's draft targets, then a one-hot row on its bonus token
+        k = int(counts[b])
+        rows += [target_probs[at : at + k], torch.nn.functional.one_hot(bonus_token_ids[b].long(), V).to(
+            target_probs.dtype)]  # fmt: skip
+        at += k
+    target = torch.cat(rows) if rows else target_probs[:0]
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), cu_num_draft_tokens.long()])
+    res = verify_flat(target, draft_probs, draft_token_ids.long(), indptr, uniforms=uniforms, validate=False)
+    return res.tokens.to(torch.int32)
+
+
+def vllm_style_bonus_dropped(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs, bonus_token_ids, *,
+                             uniforms):  # fmt: skip
+    """Forgets the bonus token sampled outside: a row whose drafts all survive ends with -1."""
+    import torch
+
+    out = vllm_style(draft_token_ids, cu_num_draft_tokens, draft_probs, target_probs, bonus_token_ids,
+                     uniforms=uniforms)  # fmt: skip
+    counts = torch.diff(cu_num_draft_tokens.long(), prepend=torch.zeros(1, dtype=torch.long))
+    n = (out != -1).sum(-1)
+    full = n == counts + 1
+    out[full, counts[full]] = -1
+    return out
+
+
+def flashinfer_style(draft_probs, draft_token_ids, uniform_samples, target_probs):
+    """FlashInfer's chain_speculative_sampling convention: coins uniform_samples[:, :K], the replacement or
+    bonus drawn with column min(first rejection + 1, K); returns (tokens, accepted, emitted)."""
+    import torch
+
+    B, K = draft_token_ids.shape
+    x = draft_token_ids.long()
+    coins = uniform_samples[:, :K].double()
+    full = torch.full((B,), K, dtype=torch.long)
+    first = verify(target_probs, draft_probs, x, full, uniforms=(coins, uniform_samples[:, K].double()),
+                   validate=False).num_accepted  # fmt: skip
+    col = torch.clamp(first + 1, max=K)
+    res = verify(target_probs, draft_probs, x, full, uniforms=(coins, uniform_samples[torch.arange(B), col].double()),
+                 validate=False)  # fmt: skip
+    px = target_probs[:, :K].gather(-1, x[..., None])[..., 0].double()
+    qx = draft_probs.gather(-1, x[..., None])[..., 0].double()
+    accepted = ((coins * qx < px) & (qx > 0)).sum(-1)  # every passing coin, after a rejection too
+    return res.tokens.to(torch.int32), accepted, res.num_accepted
+
+
+# --- Misbehaving verifiers for prove's harness (issue 21, point 3; tests/test_harness.py): each is
+# the correct rule plus one thing a careless verifier does to the program that runs it.
+
+
+def exits_zero(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """Calls exit(0) (a SystemExit) from inside the verifier: a CI gate must not read it as a pass."""
+    raise SystemExit(0)
+
+
+def sleeps(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """Hangs in a sleep."""
+    import time
+
+    time.sleep(3600)
+
+
+def busy_loop(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """Hangs in a busy loop (Python bytecode, never a blocking call)."""
+    n = 0
+    while n >= 0:
+        n += 1
+
+
+def float_tokens(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """The correct tokens plus 0.5, as floats: truncated back, they would pass."""
+    res = verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms)
+    return res._replace(tokens=np.asarray(res.tokens) + 0.5)
+
+
+def prints(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """Correct, but chatty: prints from Python and writes below it, to file descriptor 1."""
+    import os
+
+    print("debug: verifying", np.shape(draft_tokens))
+    os.write(1, b"debug from fd 1\n")
+    return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms)
+
+
+def renormalizes_in_place(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """Renormalizes q in place before verifying: it writes into the caller's buffer."""
+    if draft_probs is not None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            draft_probs /= draft_probs.sum(axis=-1, keepdims=True)
+    return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)

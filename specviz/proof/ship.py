@@ -242,7 +242,8 @@ class Handover:
             return np.ascontiguousarray(a.astype(s.dtype))
         import torch
 
-        return torch.from_numpy(np.require(a, requirements=["C", "W"])).to(device=s.device, dtype=getattr(torch, s.dtype))
+        table = torch.from_numpy(np.require(a, requirements=["C", "W"]))
+        return table.to(device=s.device, dtype=getattr(torch, s.dtype))
 
     def small(self, a: np.ndarray) -> Any:
         if self.spec.backend == "numpy":
@@ -341,8 +342,8 @@ class Paired(NamedTuple):
             out.append(f"  certified: TV(verifier, reference) <= {self.bound:.3g} at {CONFIDENCE:.0%} "
                        f"(-ln(0.05)/n); TV(verifier, target) <= {self.tv_bound:.3g}")  # fmt: skip
         else:
-            out.append(f"  mismatch rate {self.mismatches / self.rows:.3g}: TV(verifier, reference) is at most "
-                       f"{self.bound:.3g} ({CONFIDENCE:.0%}), and a mismatch is not yet a wrong law")  # fmt: skip
+            out.append(f"  mismatch rate {self.mismatches / self.rows:.3g}: TV(verifier, reference) <= "
+                       f"{self.bound:.3g} ({CONFIDENCE:.0%}); a mismatch is not yet a wrong law")  # fmt: skip
         out.append(f"  reference's own distance from the target <= V * 2^-48 = {self.reference_tv:.2g}")
         out.append("  covers: the law of whole rows (drafts kept, replacement or bonus) on the generated")
         out.append("  contexts, averaged over their rows; not distributions this test did not generate")
