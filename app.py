@@ -91,10 +91,14 @@ if st.query_params.get(links.PRESENT) != ("1" if present else None):  # pages wi
 
 try:
     page.run()
+except flow.EndOfPage:  # the page's st.stop(): nothing more from it, the Next link still follows
+    pass
 except InputError as e:  # a page that let one through: shown like any other input error, and logged
     log.warning("InputError escaped page %s: %s", page.url_path, e)
     st.session_state[ESCAPED_KEY] = str(e)  # the safety tests assert that no page sets this
     st.error(links.error_text(e), icon=":material/error:")
+except serving.QueueFull as e:  # more visitors wait for heavy work than the queue holds: come back later
+    st.warning(str(e), icon=":material/hourglass_top:")
 finally:  # also after st.stop(): the page's modules are imported by now
     # Every page ends with a link to the next lesson (the order lives in specviz/app/flow.py): presenter mode
     # hides the sidebar, so this is the one-click way on.

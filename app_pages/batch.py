@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import batch_demo, figures, links, presenter, results
+from specviz.app import batch_demo, figures, flow, links, presenter, results
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -47,6 +47,7 @@ def run_batch(
     return batch_demo.run_batch_demo(B, K, V, num_draft, source, conc, seed, backend, time_on, max_rows=MAX_ROWS_SHOWN)
 
 
+from_link = links.link_given(st.query_params.to_dict(), st.session_state, PARAMS)  # before init_state writes it
 link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
 cuda_ok, cuda_reason = cuda_status()
 available = [b for b in batch_demo.BACKENDS if cuda_ok or b != "PyTorch CUDA"]
@@ -121,19 +122,20 @@ for note in size.notes:
 # The batch is verified (validated) on NumPy and timed on every available backend, keeping each
 # backend's first rows: "Backend shown" switches between them without running the batch again.
 run_key = (B, K, size.V, counts, typed, source, float(conc), int(seed), "NumPy", tuple(available))
-if st.button("Run batch", type="primary", disabled=count_error is not None, key=S + "run"):
+clicked = st.button("Run batch", type="primary", disabled=count_error is not None, key=S + "run")
+if clicked or (from_link and count_error is None):  # a link restores the result too, within the caps above
     st.session_state[S + "ran"] = run_key
 
 # --- results ---------------------------------------------------------------------------------------
 if st.session_state.get(S + "ran") != run_key:
     st.info("Set up a batch and click **Run batch**.")
-    st.stop()
+    raise flow.EndOfPage  # st.stop() would drop the Next link
 
 try:
     report = run_batch(*run_key)
 except InputError as e:
     st.error(links.error_text(e), icon=":material/error:")
-    st.stop()
+    raise flow.EndOfPage from None  # st.stop() would drop the Next link
 
 m = st.columns(4)
 m[0].metric("rows verified", f"{B:,}")

@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, presenter, results
+from specviz.app import figures, flow, limits, links, presenter, results
 from specviz.proof import engine_bugs, prove, stats
 from specviz.proof.bugs import BUGS
 
@@ -106,17 +106,17 @@ if clicked or from_link:  # a link restores the result too (N within its cap), n
 st.divider()
 if st.session_state.get(S + "ran") != run_key:
     st.info("Make your prediction, then click **Run the test**.")
-    st.stop()
+    raise flow.EndOfPage  # st.stop() would drop the Next link
 
 try:
     res = run_case(*run_key)
 except InputError as e:
     st.error(links.error_text(e), icon=":material/error:")
-    st.stop()
+    raise flow.EndOfPage from None  # st.stop() would drop the Next link
 
 if res.error:
     st.error(f"The verifier raised: {links.plain(res.error)}")
-    st.stop()
+    raise flow.EndOfPage  # st.stop() would drop the Next link
 
 subject = "the correct verifier" if bug == NONE else bug
 verdict = results.case_verdict(res, subject, seed=int(seed))

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, links, presenter
+from specviz.app import figures, flow, links, presenter
 from specviz.app import settings_demo as sd
 from specviz.verifiers.processing import Settings
 
@@ -121,7 +121,7 @@ with right:
 
 if rep is None:
     links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
-    st.stop()
+    raise flow.EndOfPage  # st.stop() would drop the Next link
 
 st.divider()
 st.subheader("Three pipelines, exactly")

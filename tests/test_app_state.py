@@ -127,15 +127,17 @@ def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch
     at.selectbox(key="buglab.scenario").select("ragged")  # not the bug's home scenario
     at.radio(key="buglab.prediction").set_value("the test will fail").run()
     at.button(key="buglab.run").click().run()
-    verdict = [s.value for s in at.success]
-    assert any("Verdict:" in v for v in verdict) and len(calls) == 1
+    verdict = [s.value for s in at.error]  # caught: the test failed, a red box (issue 19)
+    # Two runs: the link's own settings ran on open (issue 19: a link restores the result), then the click.
+    assert any("Verdict: caught" in v for v in verdict) and len(calls) == 2
     visit(visit(at, "app_pages/tokens.py"), "app_pages/bug_lab.py")
     assert at.selectbox(key="buglab.bug").value == "resample_from_p"
     assert at.selectbox(key="buglab.scenario").value == "ragged"
     assert at.radio(key="buglab.prediction").value == "the test will fail"
-    assert [s.value for s in at.success] == verdict  # the result is back, without clicking
-    assert len(calls) == 1  # and it was not computed again
-    assert dict(at.query_params) == {"bug": "resample_from_p", "scenario": "ragged", "n": "20000", "seed": "424242"}
+    assert [s.value for s in at.error] == verdict  # the result is back, without clicking
+    assert len(calls) == 2  # and it was not computed again
+    assert dict(at.query_params) == {"bug": "resample_from_p", "scenario": "ragged", "n": "20000", "seed": "424242",
+                                     "predict": "fail"}  # fmt: skip
 
 
 def test_batch_result_stays_after_navigation_without_running_again(monkeypatch):

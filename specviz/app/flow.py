@@ -12,6 +12,14 @@ from typing import NamedTuple
 from ..errors import InputError
 
 
+class EndOfPage(Exception):  # noqa: N818 (not an error: the page is done)
+    """Raised by a page with nothing more to show, where it would call ``st.stop()``.
+
+    ``st.stop()`` ends the whole run, so the app could not add the "Next" link after the page;
+    app.py catches this instead and goes on to the link.
+    """
+
+
 class Lesson(NamedTuple):
     file: str  # the page's file, as app.py registers it
     url_path: str  # its url path ("" for Home)
@@ -75,9 +83,12 @@ LESSONS: tuple[Lesson, ...] = (
 )
 
 
-def next_lesson(url_path: str) -> Lesson:
-    """The lesson after the page at ``url_path`` (after the last one: Home)."""
+def next_lesson(url_path: str) -> Lesson | None:
+    """The lesson after the page at ``url_path`` (after the last one: Home); None for a page not in the
+    order (a page added to app.py but not here gets no link rather than an error on every run)."""
+    if not isinstance(url_path, str):
+        raise InputError("url_path", "a page's url path (str)", type(url_path).__name__)
     paths = [lesson.url_path for lesson in LESSONS]
     if url_path not in paths:
-        raise InputError("url_path", "the url path of a page in specviz.app.flow.LESSONS", repr(url_path))
+        return None
     return LESSONS[(paths.index(url_path) + 1) % len(LESSONS)]

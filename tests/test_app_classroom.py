@@ -1,0 +1,153 @@
+"""Issue 19 (classroom): claims that are computed, a flow that walks every page, links that restore results.
+
+AppTest runs app.py; each assertion compares what a page prints with the fact computed here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from apptest import metric, open_page, rerun, texts
+
+from specviz.app import flow, links, position, presenter, results
+from specviz.proof import prove, theory
+from specviz.proof.bugs import BUGS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def registered_pages() -> list[tuple[str, str, str]]:
+    """(file, url_path, title) of every st.Page in app.py, in its order ("" is the default page's path)."""
+    out = []
+    for c in ast.walk(ast.parse((ROOT / "app.py").read_text())):
+        if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page":
+            kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path")}
+            out.append((ast.literal_eval(c.args[0]), kw.get("url_path", ""), kw["title"]))
+    return out
+
+
+TITLES = {path: title for _, path, title in registered_pages()}
+
+
+# --- flow ------------------------------------------------------------------------------------------
+
+
+def test_the_class_order_names_every_registered_page_once():
+    registered = {(f, p) for f, p, _ in registered_pages()}
+    ordered = [(lesson.file, lesson.url_path) for lesson in flow.LESSONS]
+    assert len(ordered) == len(set(ordered)) and set(ordered) == registered
+    assert flow.LESSONS[0].url_path == ""  # Home first; the last lesson leads back to it
+    assert flow.next_lesson(flow.LESSONS[-1].url_path) == flow.LESSONS[0]
+    assert flow.next_lesson("no-such-page") is None
+
+
+def test_home_names_every_page_with_what_it_teaches():
+    at = open_page(None)
+    linked = [link.proto.page for link in at.get("page_link")]
+    for lesson in flow.LESSONS[1:]:
+        assert lesson.url_path in linked, lesson
+        assert lesson.teaches in texts(at.caption)
+    assert "One round, step by step" in TITLES.values() and "Find the bug" in TITLES.values()
+
+
+@pytest.mark.parametrize("lesson", flow.LESSONS, ids=lambda lesson: lesson.url_path or "home")
+def test_every_page_ends_with_a_link_to_the_next_lesson(lesson):
+    at = open_page(None if lesson.url_path == "" else lesson.file)
+    following = flow.next_lesson(lesson.url_path)
+    last = at.get("page_link")[-1].proto
+    assert (last.label, last.page) == (f"Next: {TITLES[following.url_path]}", following.url_path)
+
+
+# --- the residual caption ---------------------------------------------------------------------------
+
+
+def test_the_residual_is_p_exactly_when_q_is_a_scaled_copy_of_p_on_its_support():
+    same = position.residual_is_target([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])  # the issue's example
+    assert same.equal and same.scaled and same.acceptance_rate == pytest.approx(0.5)
+    d = theory.decompose([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    assert np.abs(d.residual - [0.5, 0.5, 0.0]).max() < 1e-15 and d.acceptance_rate < 1  # reachable: a = 0.5
+    rng = np.random.default_rng(19)
+    seen = {True: 0, False: 0}
+    for _ in range(300):  # random pairs (never scaled) and built ones (q = a p on supp p, the rest off it)
+        V = int(rng.integers(2, 7))
+        p = rng.dirichlet(np.ones(V))
+        if rng.random() < 0.5:
+            off = rng.random(V) < 0.4
+            off[0] = False
+            if off.all() or not off.any():
+                off[-1] = True
+            p[off] = 0
+            p /= p.sum()
+            a = float(rng.uniform(0.05, 0.95))
+            rest = np.where(off, rng.random(V), 0.0)
+            q = a * p + (1 - a) * rest / rest.sum()
+        else:
+            q = rng.dirichlet(np.ones(V))
+        r = position.residual_is_target(p, q)
+        assert r.equal == r.scaled, (p, q)
+        seen[r.equal] += 1
+    assert seen[True] > 50 and seen[False] > 50  # both sides of the condition were exercised
+
+
+def test_the_exact_page_says_whether_the_residual_is_p():
+    at = open_page("app_pages/exact.py", {"p": "0.5,0.5,0", "q": "0.25,0.25,0.5"})
+    assert "q = a·p wherever p > 0" in texts(at.caption) and "Here it is p." in texts(at.caption)
+    assert "only in the unreachable case" not in texts(at.caption)
+    at = open_page("app_pages/exact.py")  # the textbook preset: q uniform is no scaled copy of p
+    assert "Here it is not p." in texts(at.caption)
+
+
+# --- Bug lab: verdicts, the one-click rerun, links ---------------------------------------------------
+
+
+def test_bug_lab_a_rejection_at_small_n_is_caught_in_a_red_box_with_a_monte_carlo_p_value():
+    at = open_page("app_pages/bug_lab.py", {"bug": "shared_uniform", "scenario": "reference", "n": "300"})
+    v = results.case_verdict(prove.run_case("reference", n=300, seed=0, bug=BUGS["shared_uniform"]), "shared_uniform")
+    assert v.word == "caught" and v.joint_p.method == "Monte Carlo"
+    assert "Verdict: caught: the test fails on shared_uniform" in texts(at.error)
+    assert "Verdict" not in texts(at.success) and "inconclusive" not in texts(at.warning)
+    assert metric(at, "p-value (Monte Carlo)") == results.p_text(v.joint_p) == "≤ 0.0001"
+    assert metric(at, "joint test") == "fail"
+
+
+def test_bug_lab_never_prints_a_p_value_of_zero():
+    at = open_page("app_pages/bug_lab.py", {"bug": "resample_from_p", "n": "100000"})
+    shown = metric(at, "p-value")
+    assert shown != "0" and "e-" in shown
+
+
+def test_bug_lab_link_restores_the_result_and_the_prediction():
+    query = {"bug": "resample_from_p", "scenario": "reference", "n": "20000", "seed": "3", "predict": "fail"}
+    at = open_page("app_pages/bug_lab.py", query)  # no click
+    assert "Verdict: caught" in texts(at.error)
+    assert at.radio(key="buglab.prediction").value == "the test will fail"
+    assert "You predicted *the test will fail*; it failed. You were right." in texts(at.markdown)
+    assert at.query_params["predict"] == ["fail"] or at.query_params["predict"] == "fail"
+
+
+def test_bug_lab_a_page_opened_without_a_link_waits_for_the_click():
+    at = open_page("app_pages/bug_lab.py")
+    assert "click **Run the test**" in texts(at.info) and not any("Verdict" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("present, where", [(False, "above"), (True, "below")])
+def test_bug_lab_points_at_the_explanation_where_it_is(present, where):
+    at = open_page("app_pages/bug_lab.py", {"bug": "resample_from_p", "n": "20000", "predict": "pass"})
+    at.session_state[links.PRESENT_KEY] = present  # the sidebar toggle
+    at = rerun(at)
+    assert presenter.presenting(at.session_state) == present
+    assert f"You were wrong: read the explanation {where}." in texts(at.markdown)
+
+
+# --- Batch: a link restores the result ----------------------------------------------------------------
+
+
+def test_batch_link_restores_the_result_within_its_caps():
+    at = open_page("app_pages/batch.py", {"B": "8", "K": "3", "seed": "5"})  # no click
+    assert metric(at, "rows verified") == "8"
+    assert "click **Run batch**" not in texts(at.info)
+    plain = open_page("app_pages/batch.py")  # opened from the menu: waits for the click
+    assert "click **Run batch**" in texts(plain.info)
