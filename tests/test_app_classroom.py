@@ -151,3 +151,31 @@ def test_batch_link_restores_the_result_within_its_caps():
     assert "click **Run batch**" not in texts(at.info)
     plain = open_page("app_pages/batch.py")  # opened from the menu: waits for the click
     assert "click **Run batch**" in texts(plain.info)
+
+
+# --- Medusa's fallback, one way ----------------------------------------------------------------------
+
+
+def test_medusa_fallback_is_described_as_the_code_does_it():
+    """The Verifiers page's Medusa rule falls back to the target's argmax; the interview's, to a sample from p."""
+    from functools import partial
+
+    from specviz.app import interview
+    from specviz.proof import court
+    from specviz.verifiers import lossy
+
+    p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
+    pb = court.pair_problem(p, q, 1, L=1)
+    medusa = court.judge("typical acceptance (Medusa)", pb).law  # the rule the Verifiers page names
+    eps, delta = lossy.TYPICAL_EPSILON, lossy.TYPICAL_DELTA
+    h = -float(np.sum(p * np.log(p)))
+    kept = p > min(eps, delta * np.exp(-h))
+    argmax_law = q * kept + (1 - q[kept].sum()) * np.eye(4)[np.argmax(p)]
+    assert np.abs(medusa - argmax_law).max() < 1e-12
+    sampled_law = q * kept + (1 - q[kept].sum()) * p
+    assert np.abs(medusa - sampled_law).max() > 0.01  # the two fallbacks differ here: the words matter
+    e2, d2 = interview.TYPICAL_EXAMPLE
+    from_p = court.judge(partial(lossy.verify_typical, epsilon=e2, delta=d2, fallback="target"), pb).law
+    assert np.abs(interview.typical_acceptance_law(p, q, e2, d2) - from_p).max() < 1e-12
+    question = next(x for x in interview.questions() if x.key == "typical")
+    assert "sample from p here" in question.prompt and "argmax" in question.prompt

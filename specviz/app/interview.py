@@ -96,7 +96,10 @@ def verify_cost(batch: int, K: int, *, bandwidth: float = EXAMPLE_BANDWIDTH,
 
 def typical_acceptance_law(target_probs: Sequence[float], draft_probs: Sequence[float], epsilon: float,
                            delta: float) -> np.ndarray:  # fmt: skip
-    """Exact first-token law (V,) of Medusa-style typical acceptance, a lossy rule.
+    """Exact first-token law (V,) of typical acceptance with the fallback drawn from p, a lossy rule.
+
+    Medusa's threshold, with :func:`specviz.verifiers.lossy.verify_typical`'s ``fallback="target"``;
+    Medusa's own code takes the target's argmax there (``fallback="argmax"``, the Verifiers page's rule).
 
     The draft x ~ q is accepted iff p(x) > min(epsilon, delta exp(-H(p))); otherwise the token
     is sampled from p. Law: q(x) [x accepted] + (1 - q(accepted set)) p(x).
@@ -271,7 +274,9 @@ def questions() -> list[Question]:
         ),
         Question(
             "typical", "Is typical acceptance lossless?",
-            f"Medusa-style rule: accept draft x iff p(x) > min({eps:g}, {delta:g} · exp(−H(p))), else sample from p.",
+            f"Typical acceptance with Medusa's threshold: accept draft x iff p(x) > min({eps:g}, {delta:g} · "
+            "exp(−H(p))); a rejected draft is replaced by a sample from p here (Medusa's own code takes the target's "
+            "argmax there, as on the Verifiers page: lossy too).",
             "choice", ("lossless", "lossy"), "lossy", 0.0,
             f"Lossy: accepted tokens are not thinned to min(p, q), and the fallback is p, not the residual. "
             f"Exact first-token law here: {np.round(typ, 3).tolist()}, TV {_fmt(theory.total_variation(typ, p))} "
