@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, links, presenter, results
+from specviz.app import figures, links, presenter, results, tree_shapes
 from specviz.proof import block_trace, court, prove, stats
 from specviz.verifiers import tree
 
@@ -88,8 +88,11 @@ def chart(rows: list[dict]) -> go.Figure:
             y=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
             name=verdict,
             marker_color=colour,
-            text=[f"TV {r['TV from target']:.3g}" if verdict != "refused" else "refused" for r in sel],
+            text=[f"TV {results.tv_text(r['TV from target'])}" if verdict != "refused" else "refused" for r in sel],
             textposition="outside",
+            textfont_size=figures.FONT["size"],
+            constraintext="none",  # Plotly shrank outside labels to the bar's width: 8 px on a projector
+            cliponaxis=False,
         )
     fig.update_layout(
         title="Exact tokens per target pass, coloured by the computed verdict",
@@ -133,6 +136,8 @@ with right:
                 expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
                 raise InputError("p", expected, f"{len(p)} of them")
         rows = court.table(judge_all(source, p, q, int(K), int(k)))
+        for r in rows:  # one name per tree shape: the court's tree rows are k chains from the root
+            r["rule"] = tree_shapes.court_label(r["rule"], int(k))
     except (InputError, ValueError) as e:
         st.error(links.error_text(e), icon=":material/error:")
     if rows is not None:
@@ -145,7 +150,9 @@ if rows is not None:
         r = by_rule[name]
         col.metric(f"{name}: accepted drafts per step", f"{r['accepted drafts per step']:.6f}", r["verdict"],
                    delta_color="off", delta_arrow="off")  # fmt: skip
-    st.dataframe(rows, hide_index=True, key=S + "table")
+    # TV as text: a lossless rule's rounding noise reads "< 1e-12", not "6.59e-17"
+    st.dataframe([{**r, "TV from target": results.tv_text(r["TV from target"])} for r in rows], hide_index=True,
+                 key=S + "table")  # fmt: skip
     mcol, ncol = st.columns([1, 2])
     n_asked = ncol.number_input("Sequences per rule", min_value=100, step=10_000, key=S + "n")
     n_run = min(int(n_asked), MAX_MEASURE_N)
@@ -178,20 +185,30 @@ if rows is not None:
     )
 
 st.divider()
-st.subheader("Multi-draft trees: k candidates per node")
+st.subheader("Multi-draft trees: the full k-ary tree")
 st.caption(
-    "Tree verification (specviz.verifiers.tree) on the full tree with k candidates per node, K levels deep, for a "
-    "context-free pair (the toy example or your own p and q). After a rejected candidate the node's target becomes "
-    "the normalized residual, so the tokens still follow the target (checked exactly by enumeration in "
-    "tests/test_tree.py). k = 1 is the chain. Exact: the chance a node accepts one of its candidates, A, raised to "
-    "each depth and summed."
+    "Two shapes, one name each. The table above judges **k chains from the root**: k independent drafts of K "
+    "tokens sharing only the context. This section measures the **full k-ary tree**: k candidates at every node, K "
+    "levels deep, so every accepted node has k fresh candidates below it and more drafts survive per step. Tree "
+    "verification (specviz.verifiers.tree) on a context-free pair (the toy example or your own p and q): after a "
+    "rejected candidate the node's target becomes the normalized residual, so the tokens still follow the target "
+    "(checked exactly by enumeration in tests/test_tree.py). k = 1 is the chain for both. Exact: the chance a node "
+    "accepts one of its candidates, A, raised to each depth and summed."
 )
 # The context-free pair the tree and block sections draw: the toy example or the typed p and q.
 pair_p, pair_q, pair_K = (court.TOY_P, court.TOY_Q, court.TOY_K) if source == TOY else (p, q, int(K))
 if source in (TOY, PQ) and rows is not None:
     tp, tq, depth = pair_p, pair_q, pair_K
+    shapes = st.columns(2)
+    shapes[0].plotly_chart(presenter.chart(tree_shapes.shape_figure(tree.multi_draft_parents(int(k), depth),
+                           f"{tree_shapes.chains_name(int(k))} (the table above)"), st.session_state),
+                           key=S + "shape_chains")  # fmt: skip
+    shapes[1].plotly_chart(presenter.chart(tree_shapes.shape_figure(tree.kary_parents(int(k), depth),
+                           f"{tree_shapes.kary_name(int(k))} (this section)"), st.session_state),
+                           key=S + "shape_kary")  # fmt: skip
     tree_rows = []
-    for label, iid in (("i.i.d. from q (SpecInfer)", True), ("q's top k, deterministic (EAGLE-style)", False)):
+    kary = tree_shapes.kary_name(int(k))
+    for label, iid in ((f"{kary}, i.i.d. from q (SpecInfer)", True), (f"{kary}, q's top k (EAGLE-style)", False)):
         measured = f"measured ({TREE_ROWS:,} trees)"
         try:
             got = measure_tree(tp, tq, int(k), depth, int(seed), iid)

@@ -179,3 +179,34 @@ def test_medusa_fallback_is_described_as_the_code_does_it():
     assert np.abs(interview.typical_acceptance_law(p, q, e2, d2) - from_p).max() < 1e-12
     question = next(x for x in interview.questions() if x.key == "typical")
     assert "sample from p here" in question.prompt and "argmax" in question.prompt
+
+
+# --- trees: one name per shape, each drawn ------------------------------------------------------------
+
+
+def test_tree_shapes_have_one_name_each_and_are_drawn():
+    from specviz.app import tree_shapes
+    from specviz.verifiers import tree
+
+    chains, kary = tree.multi_draft_parents(2, 3), tree.kary_parents(2, 3)
+    assert chains.size - 1 == 2 * 3 and kary.size - 1 == 2 + 4 + 8  # drafted tokens of each shape
+    x, depth = tree_shapes.layout(kary)
+    assert depth.max() == 3 and (np.bincount(depth) == [1, 2, 4, 8]).all()
+    assert len(set(np.round(x[depth == 3], 9))) == 8  # leaves never drawn on top of each other
+    x, depth = tree_shapes.layout(chains)
+    assert (np.bincount(depth) == [1, 2, 2, 2]).all()
+    with pytest.raises(ValueError, match="parents"):
+        tree_shapes.layout([0, 0])
+    toy = ((1 / 3, 2 / 3), (2 / 3, 1 / 3))
+    # The two shapes keep different numbers of drafts: why they need two names.
+    assert abs(tree.kary_expected_accepted(*toy, 2, 2, iid=True) - 1.3827160493827) < 1e-9
+    at = open_page("app_pages/verifiers.py")
+    table = at.dataframe[0].value
+    assert "2 chains from the root, i.i.d. from q" in set(table["rule"])
+    assert not table["rule"].str.startswith("tree:").any()
+    trees = at.dataframe[1].value
+    assert list(trees["candidates"]) == ["full 2-ary tree, i.i.d. from q (SpecInfer)",
+                                         "full 2-ary tree, q's top k (EAGLE-style)"]  # fmt: skip
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("2 chains from the root (the table above): 4 drafted tokens" in t for t in titles)
+    assert any("full 2-ary tree (this section): 6 drafted tokens" in t for t in titles)

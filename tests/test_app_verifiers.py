@@ -37,13 +37,17 @@ def test_toy_example_figures_and_badges():
     assert m["block: accepted drafts per step"] == (f"{11 / 9:.6f}", "lossless")
     assert m["block, lossy last threshold: accepted drafts per step"] == (f"{4 / 3:.6f}", "LOSSY")
     table = at.dataframe[0].value
-    assert list(table["rule"]) == [*court.RULES, "tree: 2 i.i.d. drafts", "tree: top-2 drafts"]  # k = 2 by default
-    trees = table[table["rule"].str.startswith("tree: ")]
-    assert (trees["verdict"] == "lossless").all() and (trees["TV from target"] < 1e-12).all()
+    # k = 2 by default; the court's tree rows are k chains from the root, named so (issue 19: one name per shape)
+    assert list(table["rule"]) == [*court.RULES, "2 chains from the root, i.i.d. from q",
+                                   "2 chains from the root, q's top 2"]  # fmt: skip
+    trees = table[table["rule"].str.startswith("2 chains")]
+    # TV is printed: a lossless rule's rounding noise reads "< 1e-12" (or "0"), never "6.59e-17"
+    assert (trees["verdict"] == "lossless").all() and trees["TV from target"].isin(["< 1e-12", "0"]).all()
+    assert not table["TV from target"].str.contains("e-1[3-9]").any()
     iid = trees.iloc[0]["accepted drafts per step"]
     assert iid > 10 / 9 + 0.1  # two drafts from the root keep more than one chain
     lossy = table[table["rule"] == "block, lossy last threshold"].iloc[0]
-    assert abs(lossy["TV from target"] - 1 / 9) < 1e-12
+    assert lossy["TV from target"] == f"{1 / 9:.3g}"
     assert dict(at.query_params)["source"] in ("toy", ["toy"])
 
 
@@ -160,5 +164,6 @@ def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed(
         link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
         assert link["seed"] == str(seed) or (seed == 0 and "seed" not in link)
     assert len(set(seen)) > 1  # other drafts and uniforms with another seed
-    figs = [c for c in at.get("plotly_chart")]
-    assert len(figs) == 2  # the court's chart and the block's drawing
+    figs = [c.key for c in at.get("plotly_chart")]
+    # the court's chart, the two tree shapes (issue 19: each shape drawn) and the block's drawing
+    assert figs == ["verifiers.chart", "verifiers.shape_chains", "verifiers.shape_kary", "verifiers.block_chart"]

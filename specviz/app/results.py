@@ -280,6 +280,22 @@ def case_verdict(res: Any, subject: str = "the verifier", seed: int = 0) -> Verd
     return Verdict(word, good, float(j.detectable_tv), float(j.power), tokens, needed, head, seen, jp)
 
 
+LOSSLESS_TV_TEXT = 1e-12  # the court's lossless tolerance: a smaller TV is rounding, printed as "< 1e-12"
+
+
+def tv_text(tv: float) -> str:
+    """A total-variation distance as a page prints it: "0", "< 1e-12" for rounding noise (not "6.59e-17"),
+    "refused" for NaN (no law), else three significant digits."""
+    tv = float(tv)
+    if math.isnan(tv):
+        return "refused"
+    if tv == 0:
+        return "0"
+    if tv < LOSSLESS_TV_TEXT:
+        return "< 1e-12"
+    return f"{tv:.3g}"
+
+
 SUGGEST_MARGIN = 1.25  # needed_n is where power just reaches 99% for the spread seen so far; a new run varies
 
 
@@ -359,7 +375,7 @@ def case_cells(res: Any, V: int, L: int) -> list[dict[str, Any]]:
 
 def case_record(res: Any, *, bug: str | None, n: int, seed: int, V: int, L: int) -> dict[str, Any]:
     """A Bug-lab run: the fields of ``specviz prove --json``, the verdict with its power, the counts and law."""
-    from ..cli import to_json as prove_json  # the CLI's record, so the two never drift apart
+    from ..proof.report import case_record as prove_json  # the record prove --json prints: the two never drift
 
     v = case_verdict(res, bug or "the correct verifier")
     record = prove_json(res)
