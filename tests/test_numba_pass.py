@@ -347,8 +347,6 @@ def exact_grid_sum(row) -> float:
 def test_rows_at_the_sum_tolerance_get_one_verdict_on_every_path(monkeypatch, V, dtype, where):
     # The verdict is |sum(floor(2^48 p)) / 2^48 - 1| > 1e-4, an exact number; NumPy's float32 sums
     # and the Numba pass's exact sums used to disagree on rows within ~1e-7 of the tolerance.
-    import specviz.verifiers._sample as sample_mod
-
     rng = np.random.default_rng(V + len(where))
     seen = {"ok": 0, "raised": 0}
     for trial in range(30):
@@ -378,7 +376,7 @@ def test_rows_at_the_sum_tolerance_get_one_verdict_on_every_path(monkeypatch, V,
         t_u = Uniforms(*(torch.as_tensor(a) for a in u))
         results["torch"] = outcome(lambda a=t_args, u=t_u: verify(*a, uniforms=u))
         with monkeypatch.context() as m:  # the torch kernels themselves (what CUDA runs)
-            m.setattr(sample_mod, "_numpy_viewable", lambda P, Q: False)
+            m.setenv(_fused.BACKEND_ENV, "torch")
             results["torch kernels"] = outcome(lambda a=t_args, u=t_u: verify(*a, uniforms=u))
         kinds = {k: r[0] for k, r in results.items()}
         assert set(kinds.values()) == {expect}, (trial, expect, exact_grid_sum(checked), kinds)

@@ -11,10 +11,13 @@
   and draft count on Markov chains, (V+1, K+1) as :func:`specviz.proof.theory.chain_expected_tokens`.
   From step (1) of the proof in :mod:`specviz.verifiers.block`, Pr[tau >= i | x^i] = w_i, so
   E[tokens | c, j] = 1 + sum_{i=1..j} E_q[w_i], the expectation over the drafts.
-- :func:`verify_block_variant`: block verification with one step swapped, NumPy only, for the
-  negative controls of ``python -m specviz prove --kind block``. With ``mistake=None`` it is
-  the rule itself and returns :func:`~specviz.verifiers.block.verify_block`'s tokens for the same
-  uniforms (tests/test_block_trace.py checks that before any mistake is trusted).
+- :func:`verify_block_variant`: block verification with one step swapped, for the negative
+  controls of ``python -m specviz prove --kind block``: the block reference
+  (:func:`specviz.verifiers.reference.verify_block`) with one step swapped by
+  :func:`~specviz.verifiers.reference.with_step`, the step defined here beside its explanation.
+  With ``mistake=None`` it is the reference itself and returns
+  :func:`~specviz.verifiers.block.verify_block`'s tokens for the same uniforms
+  (tests/test_block_trace.py and tests/test_reference_parity.py check that).
 
 The mistakes (:data:`MISTAKES`):
 
@@ -36,9 +39,9 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..verifiers._xp import NumpyOps
-from ..verifiers.block import block_thresholds, inverse_cdf, verify_block
-from ..verifiers.verify import PAD_TOKEN, Uniforms, Verification
+from ..verifiers import reference
+from ..verifiers.block import block_thresholds, verify_block
+from ..verifiers.verify import Uniforms, Verification
 from .markov import Drafter, MarkovChain
 
 Mistake = Literal["residual_from_p", "h_without_one_minus_w"]
@@ -147,6 +150,25 @@ def block_expected_tokens(target: MarkovChain, drafter: Drafter, K: int) -> np.n
     return out
 
 
+def extra_from_p(p: np.ndarray, res: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """residual_from_p: the token after a stop at tau < j comes from p_tau, not the residual."""
+    return p
+
+
+def threshold_without_one_minus_w(m: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """h_without_one_minus_w: h_i = m_i / m_i, 1 (0/0 taken as 1, like the rule's) for every draft
+    before the last."""
+    return np.ones_like(m)
+
+
+# Each mistake is the block reference (specviz.verifiers.reference.verify_block) with one step swapped.
+VARIANTS = {
+    "residual_from_p": reference.with_step(reference.verify_block, "block_residual_from_p", extra=extra_from_p),
+    "h_without_one_minus_w": reference.with_step(reference.verify_block, "block_h_no_1_minus_w",
+                                                 threshold=threshold_without_one_minus_w),
+}  # fmt: skip
+
+
 def verify_block_variant(
     target_probs: Any,
     draft_probs: Any | None,
@@ -158,49 +180,15 @@ def verify_block_variant(
     validate: bool = True,
     mistake: Mistake | None = None,
 ) -> Verification:
-    """Block verification (NumPy) with one step swapped by ``mistake`` (see the module docstring).
+    """Block verification with one step swapped by ``mistake`` (:data:`VARIANTS`; see the module docstring).
 
-    Shapes and result as :func:`specviz.verifiers.block.verify_block`. ``mistake=None`` is the rule.
+    Shapes and result as :func:`specviz.verifiers.block.verify_block`. ``mistake=None`` is the block
+    reference, :func:`specviz.verifiers.reference.verify_block`, which gives ``verify_block``'s tokens.
     """
     if mistake is not None and mistake not in MISTAKES:
         raise InputError("mistake", "None or one of " + ", ".join(MISTAKES), repr(mistake))
-    T = np.asarray(target_probs)
-    x = np.asarray(draft_tokens)
-    j = np.asarray(num_draft).astype(np.int64)
-    Q = None if draft_probs is None else np.asarray(draft_probs)
-    thr = block_thresholds(T, Q, x, j, validate=validate)
-    B, K = x.shape
-    if uniforms is None:
-        g = rng if rng is not None else np.random.default_rng()
-        ua, us = g.random((B, K)), g.random(B)
-    else:
-        ua, us = np.asarray(uniforms[0], dtype=np.float64), np.asarray(uniforms[1], dtype=np.float64)
-    pos = np.arange(K)
-    valid = pos[None, :] < j[:, None]  # (B, K)
-    H = np.array(thr.thresholds, dtype=np.float64)  # (B, K) h_i at column i - 1
-    if mistake == "h_without_one_minus_w":
-        H = np.where(pos[None, :] < (j - 1)[:, None], 1.0, H)  # m / m: 1 (0/0 taken as 1) before the last
-    passed = valid & (ua < H)  # NaN never passes
-    tau = np.where(passed, pos[None, :] + 1, 0).max(axis=1) if K else np.zeros(B, np.int64)  # (B,)
-    bonus = tau == j
-    ar = np.arange(B)
-    p = T[ar, tau].astype(np.float64)  # (B, V) p_tau
-    weights = p
-    if K and mistake != "residual_from_p":
-        tq = np.where(bonus, 0, tau)  # (B,) a safe draft position
-        m_tau = np.where(bonus, 0.0, thr.residual_mass[ar, np.minimum(tau, K)])
-        use = ~bonus & (m_tau > 0)
-        q = np.eye(T.shape[2])[x[ar, tq].clip(0)] if Q is None else Q[ar, tq].astype(np.float64)
-        w = thr.weights[ar, tq]
-        res = np.maximum(p * w[:, None] - q, 0.0)  # (B, V) the same formula as block._residual
-        weights = np.where(use[:, None], res, p)
-    token = inverse_cdf(NumpyOps(), weights, us, validate)  # (B,)
-    tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
-    tokens[:, :K] = np.where(pos[None, :] < tau[:, None], x, PAD_TOKEN)
-    tokens[ar, tau] = token
-    return Verification(tokens=tokens, num_tokens=tau + 1, num_accepted=tau,
-                        accept_uniforms=np.where(valid, ua, np.nan), ratios=H, bonus=bonus,
-                        sample_uniforms=us + 0.0)  # fmt: skip
+    fn = reference.verify_block if mistake is None else VARIANTS[mistake]
+    return fn(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=validate)
 
 
 def seeded_block_trace(target_probs: Any, draft_probs: Any, K: int, seed: int) -> BlockTrace:

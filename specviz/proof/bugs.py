@@ -67,14 +67,79 @@ _T_REQ = engine_bugs.REQUEST.temperature
 _T_DRAFT = engine_bugs.DRAFTER.temperature
 
 
+# --- the swapped steps, one per verifier mistake, in the catalogue's order ---------------------------
+# Each has the signature of the reference step it replaces (specviz.verifiers.reference.ChainSteps).
+
+
+def _swap(name: str, **step: Callable[..., Any]) -> tuple[Callable[..., Any], tuple[str, str]]:
+    """(the chain reference with ``step`` swapped, called ``name``; (step, function name) for Bug.step)."""
+    ((which, fn),) = step.items()
+    return with_step(reference.verify, name, **step), (which, fn.__name__)
+
+
+def replacement_from_p(p: Any, q: Any, x: Any, u: Any, draw: Callable[..., Any]) -> Any:
+    """resample_from_p: after a rejection the token is drawn from p, not from the residual."""
+    return draw(p, u)
+
+
+def replacement_unclamped(p: Any, q: Any, x: Any, u: Any, draw: Callable[..., Any]) -> Any:
+    """unclamped_residual: inverse CDF over p - q without max(0, .), normalized by its positive mass;
+    the last token when the running sum never passes u * mass."""
+    w = p.astype(np.float64)  # (R, V)
+    if q is None:
+        w[np.arange(len(x)), x] -= 1.0
+    else:
+        w = w - q.astype(np.float64)
+    above = np.cumsum(w, axis=1) > (u * np.maximum(w, 0).sum(axis=1))[:, None]  # (R, V)
+    return np.where(above.any(axis=1), above.argmax(axis=1), w.shape[1] - 1)
+
+
+def one_coin_per_row(ua: Any) -> Any:
+    """shared_uniform: the row's first uniform is the coin at every position."""
+    return ua[:, :1] + 0 * ua
+
+
+def keep_every_pass(passed: Any, valid: Any) -> Kept:
+    """count_after_rejection: every draft whose coin passes is kept, not only the run before the first rejection."""
+    first = reference.first_rejection(passed, valid).first
+    return Kept(passed & valid, first, valid)
+
+
+def rejected_coin_again(us: Any, ua: Any, first: Any, rejected: Any) -> Any:
+    """reused_coin: the replacement is drawn with the uniform that just rejected the draft."""
+    if not ua.shape[1]:
+        return us
+    return np.where(rejected, ua[np.arange(len(us)), np.where(rejected, first, 0)], us)
+
+
+def last_padded_row(num_draft: Any, K: int) -> Any:
+    """wrong_bonus_row: the bonus from target row K, the padded tensor's last."""
+    return np.full_like(num_draft, K)
+
+
+def row_before(num_draft: Any, K: int) -> Any:
+    """bonus_row_before: the bonus from row num_draft - 1 (row 0 without drafts)."""
+    return np.where(num_draft > 0, num_draft - 1, 0)
+
+
+def no_bonus_row(num_draft: Any, K: int) -> Any:
+    """no_bonus: full rows draw nothing (-1: no bonus)."""
+    return np.full_like(num_draft, -1)
+
+
+def next_position(first: Any, rejected: Any, K: int) -> tuple[Any, Any]:
+    """late_rejection: the replacement from position first + 1's residual; p at row K past the last draft."""
+    rows = np.where(rejected, first + 1, first)
+    return rows, rejected & (rows < K)
+
+
 BUGS: dict[str, Bug] = {
     b.name: b
     for b in [
         Bug(
             "resample_from_p",
             "Resample from p after a rejection",
-            rule_verifier(Rule(replacement="target"), "resample_from_p"),
-            Rule(replacement="target"),
+            *_swap("resample_from_p", replacement=replacement_from_p),
             None,
             "After a rejection the replacement is drawn from the target p instead of the residual "
             "r = max(0, p - q) / (1 - a). Acceptance already emits each token x with probability "
@@ -93,8 +158,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "unclamped_residual",
             "Forget the clamp on p - q",
-            rule_verifier(Rule(replacement="unclamped"), "unclamped_residual"),
-            Rule(replacement="unclamped"),
+            *_swap("unclamped_residual", replacement=replacement_unclamped),
             None,
             "The replacement is drawn by inverse CDF over p - q without max(0, .): the first token whose "
             "running sum of p - q passes u * mass, with mass = sum max(0, p - q). Each token with q > p "
@@ -113,8 +177,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "shared_uniform",
             "One uniform for every position",
-            rule_verifier(Rule(accept_coins="shared"), "shared_uniform"),
-            Rule(accept_coins="shared"),
+            *_swap("shared_uniform", coins=one_coin_per_row),
             None,
             "Each row draws one coin u and compares it with the ratio r_i = p(x_i) / q(x_i) at every "
             "position (the replacement still gets its own uniform). The first decision is still exact, "
@@ -133,8 +196,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "count_after_rejection",
             "Keep drafts after a rejection",
-            rule_verifier(Rule(count="all"), "count_after_rejection"),
-            Rule(count="all"),
+            *_swap("count_after_rejection", first_rejection=keep_every_pass),
             None,
             "Every draft whose coin passes is kept, not only the run before the first rejection. A "
             "draft after a rejected one was proposed in the context of the rejected token, so it is "
@@ -148,8 +210,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "reused_coin",
             "Reuse the acceptance coin for the replacement",
-            rule_verifier(Rule(sample_coin="reused"), "reused_coin"),
-            Rule(sample_coin="reused"),
+            *_swap("reused_coin", sample_uniform=rejected_coin_again),
             None,
             "The replacement token is drawn with the same uniform that just rejected the draft. "
             "Given that draft x was rejected, the uniform is no longer uniform on [0, 1) but on "
@@ -167,8 +228,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "wrong_bonus_row",
             "Bonus from the last padded row",
-            rule_verifier(Rule(bonus="last"), "wrong_bonus_row"),
-            Rule(bonus="last"),
+            *_swap("wrong_bonus_row", bonus_row=last_padded_row),
             None,
             "When every draft survives, the bonus token is drawn from target row K (the last row of "
             "the padded tensor) instead of row num_draft[b]. With equal draft counts the two are the "
@@ -182,8 +242,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "bonus_row_before",
             "Bonus from the row before",
-            rule_verifier(Rule(bonus="row_before"), "bonus_row_before"),
-            Rule(bonus="row_before"),
+            *_swap("bonus_row_before", bonus_row=row_before),
             None,
             "When every draft survives, the bonus token is drawn from target row num_draft[b] - 1, the "
             "distribution the last draft was tested against, instead of row num_draft[b], the distribution "
@@ -197,8 +256,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "no_bonus",
             "No bonus token",
-            rule_verifier(Rule(bonus="none"), "no_bonus"),
-            Rule(bonus="none"),
+            *_swap("no_bonus", bonus_row=no_bonus_row),
             None,
             "When every draft survives, the row stops without drawing the bonus token from p at "
             "position num_draft[b]. The emitted tokens still follow the target exactly (stopping "
@@ -292,8 +350,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "late_rejection",
             "Replacement drawn one position late",
-            rule_verifier(Rule(replacement_row="next"), "late_rejection"),
-            Rule(replacement_row="next"),
+            *_swap("late_rejection", replacement_row=next_position),
             None,
             "After the rejection at position i the replacement is drawn from the residual of position i + 1 "
             "(p_(i+1) - q_(i+1), normalized), or from the target row K when i is the last draft position. "

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
+from ..verifiers import reference
 from .bugs import BUGS, Bug
 
 KINDS = ("chain", "block", "tree")
@@ -26,14 +27,14 @@ def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     return out
 
 
-def _tree_resample_from_p(target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
-                          *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Any:  # fmt: skip
-    """Tree verification whose r is reset to the node's target row after a rejection (a mistake)."""
-    from ..verifiers import tree
+def reset_to_target(r: Any, q: Any, y: Any, M: Any, p: Any) -> Any:
+    """tree_resample_from_p: after a rejection r becomes the node's target row p, not (r - M q)+."""
+    return p.copy()
 
-    t = tree._prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
-    ua, us = tree._uniforms(t, rng, uniforms, validate)
-    return tree._verify(t, ua, us, validate, residual="target")
+
+# Tree verification whose r is reset to the node's target row after a rejection (a mistake):
+# the tree reference with its residual step swapped (verify_tree's signature).
+_tree_resample_from_p = reference.with_step(reference.verify_tree, "tree_resample_from_p", residual=reset_to_target)
 
 
 @functools.cache

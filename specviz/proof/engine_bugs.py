@@ -34,8 +34,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from ..verifiers import reference
 from ..verifiers._xp import is_torch
-from ..verifiers.verify import Rule, Uniforms, Verification, rule_verifier, verify
+from ..verifiers.verify import Uniforms, Verification, verify
 from .pipeline import DRAFTER, REQUEST, unprocess
 
 Array = Any  # numpy.ndarray or torch.Tensor
@@ -196,6 +197,11 @@ def verify_seeded_first_request(
 # --- the entries tested directly ------------------------------------------------------------------
 
 
+def coin_at_most(u: Any, px: Any, qx: Any) -> Any:
+    """inclusive_coin: accept iff u * q(x) <= p(x) (the reference's accept step with <= for <)."""
+    return (qx > 0) & (u * qx <= px)
+
+
 class Fault(NamedTuple):
     name: str
     title: str
@@ -211,7 +217,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "inclusive_coin",
             "Accept when u * q(x) <= p(x)",
-            rule_verifier(Rule(coin="inclusive"), "inclusive_coin"),
+            reference.with_step(reference.verify, "inclusive_coin", accept=coin_at_most),
             "The coin test uses <= instead of <, and the uniform may be exactly 0. Then a draft with "
             "p(x) = 0 and q(x) > 0 passes 0 * q(x) <= 0 and is accepted: the engine emits a token the "
             "target rules out (banned by top-k or top-p, say). With a continuous uniform this has "

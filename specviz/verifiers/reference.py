@@ -42,6 +42,7 @@ engine's :class:`~specviz.errors.InputError`, naming the argument (:mod:`specviz
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -244,6 +245,8 @@ class _Rule:
     def __init__(self, run: Callable, steps: NamedTuple, name: str, doc: str) -> None:
         self.run, self.steps, self.__name__, self.__doc__ = run, steps, name, doc
         self.__qualname__ = name
+        sig = inspect.signature(run)  # the public signature: run's without its steps
+        self.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(self.steps, *args, **kwargs)
