@@ -6,7 +6,7 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import find_bug as fb
-from specviz.app import lesson_figures, limits, links, presenter
+from specviz.app import flow, lesson_figures, limits, links, presenter
 from specviz.proof.bugs import BUGS
 
 S = "findbug."
@@ -40,7 +40,7 @@ st.session_state.setdefault(S + "revealed", False)
 
 st.title("Find the bug")
 st.caption(
-    f"Each histogram holds the first token of N verifications of the textbook example (p = {list(fb.P)}, q "
+    f"Each histogram holds the first token of N verifications of the textbook example (p = {fb.P.tolist()}, q "
     f"uniform, K = {fb.K}). {fb.PANELS - 1} come from the correct verifier, one from a mistake the seed placed at "
     "random. Which one? The ticks are p."
 )
@@ -49,7 +49,8 @@ for note in link_notes:
 
 c = st.columns([2, 1, 1, 1, 1])
 c[0].selectbox("mistake", fb.MISTAKES, key=S + "mistake", on_change=hide,
-               format_func=lambda name: f"{name}: {BUGS[name].title}")  # fmt: skip
+               help="Each is the correct verifier with one step swapped: " + "; ".join(
+                   f"{name}: {BUGS[name].title}" for name in fb.MISTAKES))  # fmt: skip
 n_asked = c[1].number_input("N per histogram", min_value=1, step=50, key=S + "n", on_change=hide)
 c[2].number_input("seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed", on_change=hide)
 c[3].selectbox("your guess", GUESSES, key=S + "guess")
@@ -64,7 +65,7 @@ try:
     result = lineup(mistake, n, seed)
 except InputError as e:
     st.error(links.error_text(e), icon=":material/error:")
-    st.stop()
+    raise flow.EndOfPage from None  # st.stop() would drop the Next link
 fig = lesson_figures.panels(fb.P, result.counts, marked=result.odd if revealed else None)
 st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "panels")
 
@@ -77,6 +78,7 @@ if revealed:
         st.success(f"Right: histogram {odd} is {mistake}.", icon=":material/check_circle:")
     else:
         st.error(f"Histogram {odd} is {mistake}, not {guess}.", icon=":material/cancel:")
+    st.caption(f"{mistake}: {BUGS[mistake].title}.")
     th = fb.thresholds(mistake)
     m = st.columns(3)
     m[0].metric("the eye picks it out from N ≈", f"{th.n_eye:,}")

@@ -50,24 +50,27 @@ st.caption(
 for note in link_notes:
     st.warning(note, icon=":material/link:")
 
-c = st.columns([1.2, 1, 1, 1.1, 1.6])
-c[0].selectbox("p and q", rd.PRESETS, key=S + "preset")
-c[1].slider("drafts K", 1, rd.MAX_K, key=S + "K")
-c[2].number_input("seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
-c[3].toggle("Mistake beside it", key=S + "compare", help="The same coins through a verifier with one step swapped.")
-c[4].selectbox("mistake", rd.MISTAKES, key=S + "mistake", disabled=not st.session_state[S + "compare"],
-               format_func=lambda n: f"{n}: {BUGS[n].title}")  # fmt: skip
 playing = bool(st.session_state.get(S + "playing", False))
-b = st.columns([1, 1, 1, 3])
-b[0].button("Step", type="primary", key=S + "step", on_click=step, help="Play one more round.")
-b[1].button("Pause" if playing else "Play", key=S + "play", on_click=toggle_play)
-b[2].button("Reset", key=S + "reset", on_click=reset)
+
+
+def controls(t: rd.Tally) -> None:
+    """Step, Play and Reset beside the counters; inside the fragment, so a click reruns only it."""
+    left, right = st.columns([1, 1], gap="large")
+    b = left.columns(3)
+    b[0].button("Step", type="primary", key=S + "step", on_click=step, help="Play one more round.", width="stretch")
+    b[1].button("Pause" if playing else "Play", key=S + "play", on_click=toggle_play, width="stretch")
+    b[2].button("Reset", key=S + "reset", on_click=reset, width="stretch")
+    m = right.columns(4)
+    m[0].metric("round", f"{t.rounds:,}")
+    m[1].metric("tokens emitted", f"{t.tokens:,}")
+    m[2].metric("tokens per step", f"{t.tokens_per_step:.3f}")
+    m[3].metric("expected: (1 − aᴷ⁺¹)/(1 − a)", f"{t.expected_tokens_per_step:.3f}")
 
 
 def single(p, q, rounds: int, tr: rd.RoundTrace, t: rd.Tally) -> None:
     left, right = st.columns([1, 1], gap="large")
     with left:
-        fig = lesson_figures.coin_lines(tr.steps, f"Round {rounds}: each coin against p/q")
+        fig = lesson_figures.coin_lines(tr.steps, f"Round {rounds}: coins against p/q (green: keep, red: reject)")
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
         fig = lesson_figures.last_draw(tr.dist, tr.u, tr.last, tr.kind)
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "draw")
@@ -107,7 +110,9 @@ def side_by_side(p, q, coins: rd.Coins, rule, bad, rounds: int, tr: rd.RoundTrac
 @st.fragment(run_every=TICK_S if playing else None)
 def stage() -> None:
     """The rounds so far; while playing, each tick adds rounds and reruns only this part."""
-    if st.session_state.get(S + "playing"):
+    if bool(st.session_state.get(S + "playing", False)) != playing:
+        st.rerun()  # Play or Pause was clicked: the whole page reruns to start or stop the timer
+    if playing:
         st.session_state[S + "rounds"] = rd.next_rounds(int(st.session_state[S + "rounds"]))
     rounds = int(st.session_state[S + "rounds"])
     K, seed = int(st.session_state[S + "K"]), int(st.session_state[S + "seed"])
@@ -121,11 +126,7 @@ def stage() -> None:
         st.error(links.error_text(e), icon=":material/error:")
         return
     t = rd.tally(p, q, rule, rounds)
-    m = st.columns(4)
-    m[0].metric("round", f"{rounds:,}")
-    m[1].metric("tokens emitted", f"{t.tokens:,}")
-    m[2].metric("tokens per step", f"{t.tokens_per_step:.3f}")
-    m[3].metric("expected: (1 − aᴷ⁺¹)/(1 − a)", f"{t.expected_tokens_per_step:.3f}")
+    controls(t)
     tr = rd.trace(p, q, coins, rule, rounds - 1)
     if bad is None:
         single(p, q, rounds, tr, t)
@@ -133,9 +134,20 @@ def stage() -> None:
         side_by_side(p, q, coins, rule, bad, rounds, tr, t, mistake)
     shown = {n: st.session_state[S + n] for n in ("preset", "K", "seed", "rounds", "compare", "mistake")}
     links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
-    if rounds >= rd.MAX_ROUNDS and st.session_state.get(S + "playing"):  # the end: stop the timer
+    if rounds >= rd.MAX_ROUNDS and playing:  # the end: stop the timer
         st.session_state[S + "playing"] = False
         st.rerun()
 
 
 stage()
+
+# The settings below the lesson: on a projector the coins and the histogram come first.
+c = st.columns([1, 1, 1, 1, 2])
+c[0].selectbox("p and q", rd.PRESETS, key=S + "preset")
+c[1].slider("drafts K", 1, rd.MAX_K, key=S + "K")
+c[2].number_input("seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
+c[3].toggle("Mistake beside it", key=S + "compare", help="The same coins through a verifier with one step swapped.")
+c[4].selectbox("mistake", rd.MISTAKES, key=S + "mistake", disabled=not st.session_state[S + "compare"],
+               help="; ".join(f"{n}: {BUGS[n].title}" for n in rd.MISTAKES))  # fmt: skip
+
+

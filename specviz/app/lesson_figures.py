@@ -26,8 +26,8 @@ def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
     coins never count. ``steps`` are :class:`specviz.app.one_round.CoinStep`.
     """
     fig = go.Figure()
-    labels = [f"draft {s.position + 1}: token {s.draft}" for s in steps][::-1]
-    rows = list(steps)[::-1]
+    rows = list(steps)[::-1]  # draft 1 on top
+    labels = [f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}, {s.state}" for s in rows]
     dim = [s.state == "not reached" for s in rows]
     fig.add_bar(y=labels, x=[s.threshold for s in rows], orientation="h", name="accept: u < p/q",
                 marker_color=[NOT_REACHED if d else ACCEPTED for d in dim],
@@ -36,12 +36,11 @@ def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
                               "<extra></extra>")  # fmt: skip
     fig.add_bar(y=labels, x=[1 - s.threshold for s in rows], orientation="h", name="reject",
                 marker_color=[NOT_REACHED if d else REJECTED for d in dim], hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(y=labels, x=[s.u for s in rows], mode="markers+text", name="coin u",
-                    text=[f"u = {s.u:.2f} → {s.state}" for s in rows], textposition="top center",
-                    marker=dict(symbol="diamond", size=16, color=TARGET, line=dict(width=2, color="#ffffff")),
+    fig.add_scatter(y=labels, x=[s.u for s in rows], mode="markers", name="coin u",
+                    marker=dict(symbol="diamond", size=18, color=TARGET, line=dict(width=2, color="#ffffff")),
                     hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
-    return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u (accept iff u·q(x) < p(x))"),
-                   height=120 + 70 * len(rows), bargap=0.45)  # fmt: skip
+    return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u: accept iff u·q(x) < p(x)"),
+                   height=90 + 80 * len(rows), bargap=0.3, showlegend=False)  # fmt: skip
 
 
 def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figure:
@@ -60,8 +59,8 @@ def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figu
     fig.add_scatter(y=["draw"], x=[u], mode="markers", name="coin", showlegend=False,
                     marker=dict(symbol="triangle-down", size=20, color=TARGET),
                     hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
-    what = "residual max(0, p − q) normalized" if kind == "replacement" else "bonus: p at position K"
-    return _layout(fig, f"Last token from the {what}: u = {u:.2f} → token {token}", barmode="stack",
+    what = "Residual (p − q)₊" if kind == "replacement" else "Bonus from p"
+    return _layout(fig, f"{what}: u = {u:.2f} → token {token}", barmode="stack",
                    xaxis=dict(range=[0, 1]), yaxis=dict(showticklabels=False), height=170)  # fmt: skip
 
 

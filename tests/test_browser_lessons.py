@@ -1,0 +1,82 @@
+"""The two step-by-step lessons in a real browser, at 1280x720 in presenter mode, as a class sees them.
+
+Play really ticks (a fragment with run_every), the primary buttons are in view without scrolling,
+and the screenshots README and docs show are taken here: docs/one-round.png, docs/find-the-bug.png.
+Skips, saying why, where Chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import browser
+import pytest
+
+from specviz.app import find_bug as fb
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))]
+
+DOCS = browser.ROOT / "docs"
+WIDTH, HEIGHT = 1280, 720  # a classroom projector
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with browser.streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    with browser.browser_page(WIDTH, HEIGHT) as pg:
+        yield pg
+
+
+def round_number(page) -> int:
+    text = browser.main_text(page)
+    m = re.search(r"round\s*\n\s*([\d,]+)", text)
+    assert m, text[:400]
+    return int(m.group(1).replace(",", ""))
+
+
+def test_one_round_steps_plays_and_is_photographed(page, app_url):
+    page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=1")
+    browser.wait_idle(page, "One round, step by step")
+    assert browser.exceptions(page) == [] and browser.dialogs(page) == []
+    assert browser.outside_viewport(page, ".st-key-round-step button") == []
+    assert round_number(page) == 1
+    browser.click_button(page, "Step")
+    browser.wait_idle(page, "One round, step by step")
+    assert round_number(page) == 2
+    browser.click_button(page, "Play")
+    page.wait_for_timeout(4000)  # about four ticks of one second
+    playing = round_number(page)
+    assert playing >= 4
+    browser.click_button(page, "Pause")
+    browser.wait_idle(page, "One round, step by step")
+    page.wait_for_timeout(2500)
+    paused = round_number(page)
+    page.wait_for_timeout(2500)
+    assert round_number(page) == paused  # the timer stopped
+    page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=40")
+    browser.wait_idle(page, "One round, step by step")
+    page.wait_for_timeout(1500)
+    assert browser.exceptions(page) == []
+    page.screenshot(path=str(DOCS / "one-round.png"))
+    assert (DOCS / "one-round.png").stat().st_size > 10_000
+
+
+def test_find_the_bug_reveals_and_is_photographed(page, app_url):
+    page.goto(f"{app_url}/find-the-bug?present=1&mistake=shared_noise_stream&n=300&seed=0")
+    browser.wait_idle(page, "Find the bug")
+    page.wait_for_timeout(1500)
+    assert browser.exceptions(page) == [] and browser.dialogs(page) == []
+    assert browser.outside_viewport(page, ".st-key-findbug-reveal button") == []
+    page.screenshot(path=str(DOCS / "find-the-bug.png"))
+    assert (DOCS / "find-the-bug.png").stat().st_size > 10_000
+    browser.click_button(page, "Reveal")
+    browser.wait_idle(page, "Find the bug")
+    text = browser.main_text(page)
+    assert "the eye picks it out from N" in text
+    assert f"The mistake is histogram {fb.place(0) + 1} (no guess was made)." in text
+    assert browser.exceptions(page) == []
