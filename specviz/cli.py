@@ -27,19 +27,21 @@ some case is inconclusive (N too small).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import InputError
-from .proof import registry
+from .proof import registry, shipped
 from .proof.bugs import BUGS
 from .proof.controls import KINDS, kind_controls
 from .proof.engine_bugs import FAULTS
+from .proof.harness import DEFAULT_TIMEOUT
 from .proof.prove import DEFAULT_N, plan, run_suite
 from .proof.report import (
     CaseResult,
@@ -61,7 +63,13 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def load_verifier(spec: str) -> Callable[..., Any]:
-    """``package.module:function`` -> the function (the current directory is importable)."""
+    """``package.module:function`` -> the function (the current directory is importable); an
+    adapter's name (``hf``, ``vllm:M:F``, ``flashinfer:M:F``: specviz.proof.adapters) wraps one."""
+    from .proof import adapters
+
+    adapted = adapters.resolve(spec, load_verifier)
+    if adapted is not None:
+        return adapted[0]
     mod_name, sep, fn_name = spec.partition(":")
     if not sep or not mod_name or not fn_name:
         raise InputError("--verifier", "module:function, e.g. mypkg.spec:verify", repr(spec))
@@ -110,9 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verifier", help="module:function of your own verifier, in place of the kind's own")
     p.add_argument("--kind", default="chain", help="what the verifier is: " + ", ".join(KINDS) + " (default chain)")
     p.add_argument("--alpha", type=float, default=ALPHA, help=f"test level (default {ALPHA})")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per case before it is stopped and fails (default {DEFAULT_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--matrix", action="store_true", help="run every bug in every scenario")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    shipped.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
     sub.add_parser("list", help="list scenarios (with the emitted tokens each judges) and bugs")
     return ap
 
@@ -172,12 +183,39 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -
     print(summary_line(suite))
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr(on: bool) -> Iterator[None]:
+    """While on: file descriptor 1 and ``sys.stdout`` both write to stderr (a verifier's prints,
+    from Python or from C, cannot reach the JSON printed after)."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (an embedded interpreter): sys.stdout alone
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        sys.stderr.flush()
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.command == "list":
         _list()
         return EXIT_OK
+    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.shipped)
+        return shipped.run_cli(args, load_verifier)
     try:
         if args.kind not in KINDS:
             raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
@@ -195,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--seed", "a non-negative integer", str(args.seed))
         if not 0 < args.alpha < 1:
             raise InputError("--alpha", "a level in (0, 1)", str(args.alpha))
+        if not args.timeout >= 0:
+            raise InputError("--timeout", "seconds per case >= 0 (0: no limit)", str(args.timeout))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -205,9 +245,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quiet:
             print(f"[{i:>2}/{total}] {r.scenario} / {r.verifier}: {r.verdict} ({r.seconds:.1f} s)", file=sys.stderr)
 
-    suite = run_suite(cases, verifier, verifier_name=vname, n=args.n, seed=args.seed, alpha=args.alpha,
-                      progress=progress, kind=args.kind)  # fmt: skip
+    with _stdout_to_stderr(args.json):  # --json: nothing but the JSON on stdout, whatever the verifier writes
+        suite = run_suite(cases, verifier, verifier_name=vname, n=args.n, seed=args.seed, alpha=args.alpha,
+                          progress=progress, kind=args.kind, timeout=args.timeout or None)  # fmt: skip
     elapsed = time.perf_counter() - t0
+    with _stdout_to_stderr(args.json):
+        # The fault probes call the verifier directly: only one that came through the suite (no hang, no exit).
+        probes = shipped.plain_probes(verifier) if args.kind == "chain" and not suite.failures else []
     if args.json:
         out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
                "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,
@@ -216,7 +260,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                "alpha": args.alpha, "seconds": round(elapsed, 2), "kind": args.kind,
                "exact": [exact_record(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
+        out["probes"] = shipped.probe_records(probes)
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(suite, args, elapsed)
+        if probes:
+            print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")
+            print("\n".join("  " + line for line in shipped.probe_lines(probes)))
+            if any(p.failed for p in probes):
+                print("NOT OK: fault probes failed: " + ", ".join(p.name for p in probes if p.failed))
+    if any(p.failed for p in probes):
+        return EXIT_FAIL
     return EXIT_FAIL if suite.failures else EXIT_INCONCLUSIVE if suite.inconclusive else EXIT_OK

@@ -61,9 +61,11 @@ from scipy import stats as sps
 from ..errors import InputError
 from ..verifiers.verify import verify
 from . import court, stats, theory
+from . import harness as _harness
 from . import simulate as _simulate
 from .bugs import BUGS, Bug
 from .controls import KINDS, _tree_resample_from_p, kind_controls
+from .harness import guard, stops_the_suite, time_limit
 from .markov import Drafter
 from .registry import as_chain, as_verify_signature, signature_of
 from .report import (
@@ -116,37 +118,41 @@ TREE_PROBLEMS: tuple[tuple[tuple[int, ...], str, int], ...] = (
 
 
 def exact_court(kind: str, verifier: Callable[..., Any], name: str, cases: Iterable[Case],
-                controls: dict[str, Bug]) -> list[ExactCase]:  # fmt: skip
+                controls: dict[str, Bug], *, timeout: float | None = None) -> list[ExactCase]:  # fmt: skip
     """The exact court on the suite's cases: :func:`specviz.proof.court.judge` per scenario for
     verify-signature verifiers, :func:`specviz.proof.court.judge_tree` on :data:`TREE_PROBLEMS` for
-    tree-signature ones. A refusal is reported, never turned into a verdict."""
+    tree-signature ones. A refusal is reported, never turned into a verdict; so is anything the
+    verifier raises (``SystemExit`` too) and a problem that runs past ``timeout`` seconds."""
     out: list[ExactCase] = []
     trees_done: set[str] = set()
+
+    def judged(what: str, label: str, is_bug: bool, call: Callable[[], Any]) -> ExactCase:
+        try:
+            with time_limit(timeout, f"the exact court on {what} / {label}"):
+                j = call()
+        except BaseException as e:  # a refusal, or a user's verifier that raises or runs too long
+            if stops_the_suite(e):
+                raise
+            return ExactCase(what, label, is_bug, math.nan, math.nan, False, f"{type(e).__name__}: {e}")
+        return ExactCase(what, label, is_bug, j.tv_from_target, j.expected_tokens_per_step, j.lossless)
+
     for case in cases:
         bug = controls[case.bug] if case.bug else None
         fn, label = (bug.verifier, bug.name) if bug else (verifier, name)
-        if kind == "tree" and signature_of(fn, kind) == "tree":
+        tree = kind == "tree" and signature_of(fn, kind) == "tree"
+        fn = guard(fn)  # read-only inputs, its stdout to stderr
+        if tree:
             if label in trees_done:
                 continue  # the trees are judged once, on the reference chains
             trees_done.add(label)
             target, dchain = scenario_chains(SCENARIOS["reference"])
             for parents, mode, L in TREE_PROBLEMS:
-                what = f"tree {list(parents)} {mode} L={L}"
-                try:
-                    j = court.judge_tree(target, Drafter(dchain, mode), parents, L=L, verifier=fn)
-                    out.append(ExactCase(what, label, bug is not None, j.tv_from_target, j.expected_tokens_per_step,
-                                         j.lossless))  # fmt: skip
-                except Exception as e:  # a refusal, or a user's verifier that raises
-                    out.append(ExactCase(what, label, bug is not None, math.nan, math.nan, False,
-                                         f"{type(e).__name__}: {e}"))  # fmt: skip
+                out.append(judged(f"tree {list(parents)} {mode} L={L}", label, bug is not None,
+                                  functools.partial(court.judge_tree, target, Drafter(dchain, mode), parents, L=L,
+                                                    verifier=fn)))  # fmt: skip
             continue
-        try:
-            j = court.judge(fn, case.scenario, name=label)
-            out.append(ExactCase(case.scenario, label, bug is not None, j.tv_from_target, j.expected_tokens_per_step,
-                                 j.lossless))  # fmt: skip
-        except Exception as e:
-            out.append(ExactCase(case.scenario, label, bug is not None, math.nan, math.nan, False,
-                                 f"{type(e).__name__}: {e}"))  # fmt: skip
+        out.append(judged(case.scenario, label, bug is not None,
+                          functools.partial(court.judge, fn, case.scenario, name=label)))  # fmt: skip
     return out
 
 
@@ -176,7 +182,7 @@ def _sample(
         from .block_trace import block_expected_tokens
 
         expected = block_expected_tokens(target, theory_drafter, sc.K)
-    verifier = as_verify_signature(verifier, kind)
+    verifier = guard(as_verify_signature(verifier, kind))  # read-only inputs, its stdout to stderr
     rng = np.random.default_rng([seed, list(SCENARIOS).index(sc.name)])
     return generate(verifier, target, Drafter(dchain, mode), n=n, L=sc.L, K=sc.K, rng=rng, ragged=sc.ragged,
                     expected=expected)  # fmt: skip
@@ -192,10 +198,15 @@ def run_case(
     name: str | None = None,
     alpha: float = ALPHA,
     kind: str = "chain",
+    timeout: float | None = None,
 ) -> CaseResult:
     """Run one verifier (or the named bug) through one scenario; ``kind`` (:data:`KINDS`) sets the
     exact tokens per step it is held to (block: :func:`specviz.proof.block_trace.block_expected_tokens`)
-    and runs a verify_tree-signature verifier as chain-shaped trees."""
+    and runs a verify_tree-signature verifier as chain-shaped trees.
+
+    Whatever the verifier raises (``SystemExit`` too; only ``KeyboardInterrupt`` goes through)
+    is the case's ERROR, and so is running past ``timeout`` seconds (None or 0: no limit; see
+    :mod:`specviz.proof.harness`)."""
     sc = get_scenario(scenario) if isinstance(scenario, str) else scenario
     if int(n) < 1:
         raise InputError("n", "at least 1 sequence", str(n))
@@ -208,8 +219,11 @@ def run_case(
     law = scenario_chains(sc)[0].joint_law(sc.L)
     t0 = time.perf_counter()
     try:
-        sim = _sample(sc, verifier, n=int(n), seed=int(seed), mode=mode, kind=kind)
-    except Exception as e:  # a user's verifier may raise anything: report it as the case's result
+        with time_limit(timeout, f"the case {sc.name} / {label}"):
+            sim = _sample(sc, verifier, n=int(n), seed=int(seed), mode=mode, kind=kind)
+    except BaseException as e:  # a user's verifier may raise anything, exit included: the case's result
+        if stops_the_suite(e):
+            raise
         return _error_case(sc, label, bug is not None, law, int(n), e, time.perf_counter() - t0, alpha)
     observed = counts(sim.sequences, sc.V, sc.L)
     joint = chi_square(observed, law.ravel(), alpha=alpha)  # joint_test, without counting twice
@@ -237,11 +251,11 @@ def run_case(
 
 
 def _harness_files() -> set[str]:
-    return {os.path.abspath(__file__), os.path.abspath(_simulate.__file__)}
+    return {os.path.abspath(f) for f in (__file__, _simulate.__file__, _harness.__file__)}
 
 
 def verifier_traceback(e: BaseException) -> str:
-    """The traceback of ``e`` from the first frame outside this harness (prove, simulate)."""
+    """The traceback of ``e`` from the first frame outside this harness (prove, simulate, harness)."""
     tb = e.__traceback__
     skip = _harness_files()
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
@@ -249,7 +263,7 @@ def verifier_traceback(e: BaseException) -> str:
     return "".join(traceback.format_exception(type(e), e, tb)).rstrip()
 
 
-def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int, e: Exception, secs: float,
+def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int, e: BaseException, secs: float,
                 alpha: float) -> CaseResult:  # fmt: skip
     nan = float("nan")
     empty = ChiSquare(nan, 0, nan, nan, alpha, nan, nan, stats.POWER, 0, 0, 0, False)
@@ -345,10 +359,12 @@ def run_suite(
     alpha: float = ALPHA,
     progress: Callable[[int, int, CaseResult], None] | None = None,
     kind: str = "chain",
+    timeout: float | None = None,
 ) -> SuiteResult:
     """Run the cases of :func:`plan` (made with the same ``kind``). For kinds "block" and "tree"
     the exact court (:func:`exact_court`) judges the verifier and the controls too: a verifier
-    it finds lossy fails, and a control it finds lossy is caught."""
+    it finds lossy fails, and a control it finds lossy is caught. ``timeout``: seconds per case
+    (and per exact-court problem); a case past it is an ERROR naming the case."""
     if not cases:
         raise InputError("scenarios", "at least one case to run", "none selected")
     known = kind_controls(kind)
@@ -356,7 +372,7 @@ def run_suite(
     for i, case in enumerate(cases):
         bug = known[case.bug] if case.bug else None
         res = run_case(case.scenario, verifier, n=n, seed=seed, bug=bug, name=None if bug else verifier_name,
-                       alpha=alpha, kind=kind)  # fmt: skip
+                       alpha=alpha, kind=kind, timeout=timeout)  # fmt: skip
         results.append(res)
         if progress:
             progress(i + 1, len(cases), res)
@@ -375,7 +391,7 @@ def run_suite(
             failures.append(f"bug control {r.verifier} raised on {r.scenario}: {r.error}")
     inconclusive = [f"{r.verifier} on {r.scenario}: N = {r.n:,} is too small, need N >= {r.needed_n:,}"
                     for r in results if r.verdict == "inconclusive"]  # fmt: skip
-    exact = exact_court(kind, verifier, verifier_name, cases, known) if kind != "chain" else []
+    exact = exact_court(kind, verifier, verifier_name, cases, known, timeout=timeout) if kind != "chain" else []
     for e in exact:
         if e.verdict == "FAIL":
             failures.append(f"{e.verifier} is lossy by the exact court on {e.problem}: TV {e.tv:.3g} from the target")

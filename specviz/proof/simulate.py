@@ -349,10 +349,13 @@ def generate(
 def _check_result(res: Any, A: int, K: int, V: int) -> tuple[np.ndarray, np.ndarray]:
     """A verifier's tokens (A, K+1) and num_tokens (A,), checked so a broken one fails loudly."""
     try:
-        toks = np.asarray(res.tokens)
-        num = np.asarray(res.num_tokens).astype(np.int64)
+        toks, num = np.asarray(res.tokens), np.asarray(res.num_tokens)
     except AttributeError as e:
         raise InputError("verifier", "a result with .tokens and .num_tokens", type(res).__name__) from e
+    for name, x in (("tokens", toks), ("num_tokens", num)):  # float tokens would be truncated silently
+        if x.dtype.kind not in "iu":
+            raise InputError("verifier", f"integer {name} (an integer dtype)", f"{name} of dtype {x.dtype}")
+    num = num.astype(np.int64, copy=False)
     if toks.shape != (A, K + 1) or num.shape != (A,):
         raise InputError("verifier", f"tokens ({A}, {K + 1}) and num_tokens ({A},)",
                          f"{toks.shape} and {num.shape}")  # fmt: skip
