@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import batch_demo, figures, flow, links, presenter, results
+from specviz.app import batch_demo, figures, flow, links, presenter, results, serving
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -132,7 +132,7 @@ if st.session_state.get(S + "ran") != run_key:
     raise flow.EndOfPage  # st.stop() would drop the Next link
 
 try:
-    report = run_batch(*run_key)
+    report = serving.heavy(("batch", *run_key), lambda: run_batch(*run_key), st.empty())  # bounded, shared
 except InputError as e:
     st.error(links.error_text(e), icon=":material/error:")
     raise flow.EndOfPage from None  # st.stop() would drop the Next link

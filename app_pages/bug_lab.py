@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, flow, limits, links, presenter, results
+from specviz.app import figures, flow, limits, links, presenter, results, serving
 from specviz.proof import engine_bugs, prove, stats
 from specviz.proof.bugs import BUGS
 
@@ -109,7 +109,7 @@ if st.session_state.get(S + "ran") != run_key:
     raise flow.EndOfPage  # st.stop() would drop the Next link
 
 try:
-    res = run_case(*run_key)
+    res = serving.heavy(("bug-lab", *run_key), lambda: run_case(*run_key), st.empty())  # bounded, shared
 except InputError as e:
     st.error(links.error_text(e), icon=":material/error:")
     raise flow.EndOfPage from None  # st.stop() would drop the Next link

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, presenter, results, text
+from specviz.app import figures, limits, links, presenter, results, serving, text
 from specviz.proof import stats
 from specviz.proof.bugs import BUGS
 from specviz.verifiers.processing import Settings
@@ -189,7 +189,7 @@ with c2:
         st.info("Click **Run the check**; switch the verifier to a bug to watch the law drift.")
     else:
         try:
-            res = run_check(*check_key)
+            res = serving.heavy(("real-text", *check_key), lambda: run_check(*check_key), st.empty())
         except InputError as e:
             st.error(links.error_text(e), icon=":material/error:")
             res = None

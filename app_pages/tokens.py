@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, position, presenter, results, speed
+from specviz.app import figures, limits, links, position, presenter, results, serving, speed
 from specviz.proof import stats, theory
 
 S = "tokens."
@@ -66,7 +66,11 @@ with left:
 
 with right:
     try:
-        with_bonus, without_bonus = measure(a, n, int(seed), True), measure(a, n, int(seed), False)
+        with_bonus, without_bonus = serving.heavy(  # bounded, shared
+            ("tokens", a, n, int(seed)),
+            lambda: (measure(a, n, int(seed), True), measure(a, n, int(seed), False)),
+            st.empty(),
+        )
     except InputError as e:
         st.error(links.error_text(e), icon=":material/error:")
         with_bonus = without_bonus = None

@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,6 +64,8 @@ class Visitor:
         self.ws = None
         self.buttons: dict[str, str] = {}  # label -> widget id, from the last run
         self.texts: list[str] = []  # markdown and alert bodies of the last run
+        self.numbers: dict[str, float] = {}  # number_input label -> the value the server sent
+        self.link = ""  # the query string the server last put in the address bar
         self.page = ""
         self.query = ""
 
@@ -79,7 +81,7 @@ class Visitor:
         msg.rerun_script.query_string = self.query
         msg.rerun_script.page_name = self.page
         msg.rerun_script.widget_states.widgets.extend(widgets)
-        self.buttons, self.texts = {}, []
+        self.buttons, self.texts, self.numbers = {}, [], {}
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
         while True:
@@ -92,6 +94,9 @@ class Visitor:
                 which = el.WhichOneof("type")
                 if which == "button":
                     self.buttons[el.button.label] = el.button.id
+                elif which == "number_input":
+                    ni = el.number_input
+                    self.numbers[ni.label] = ni.value if ni.HasField("value") else ni.default
                 elif which == "markdown":
                     self.texts.append(el.markdown.body)
                 elif which == "alert":
@@ -100,6 +105,8 @@ class Visitor:
                     self.texts.append(el.metric.label)
                 elif which == "exception":
                     raise RuntimeError(f"the page raised: {el.exception.type}: {el.exception.message}")
+            elif kind == "page_info_changed":
+                self.link = fwd.page_info_changed.query_string
             elif kind == "script_finished":
                 if fwd.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
                     return time.perf_counter() - t0
@@ -268,6 +275,86 @@ async def main_async(args: argparse.Namespace, url: str, pid: int) -> None:
             await v.close()
 
 
+CLICKS = {  # the heaviest clicks: page, the link a student opens, the button, a text the answer shows
+    "bug-lab": ("bug-lab", lambda i: {"seed": str(100_000 + i), "n": "100000"}, "Run the test", "Verdict:"),
+    "real-text": (  # a fresh prompt per student: nothing to share, the case the issue measured at 2.5 GB for 6
+        "real-text",
+        lambda i: {"prompt": f"The {chr(97 + i % 26)}{'aeiou'[i // 26 % 5]} ", "seed": str(i)},
+        "Run the check",
+        "for the correct verifier",
+    ),
+}
+
+
+async def crowd_visitor(url: str, heavy: str, i: int) -> dict:
+    """One student: open a page from a link with their own settings, click its heavy button, check what they see."""
+    page, query_of, button, expect = CLICKS[heavy]
+    query = query_of(i)
+    v = Visitor(url)
+    t0 = time.perf_counter()
+    try:
+        await v.open()
+        load_s = await v.load(page, query)
+        mine = all(v.numbers.get(k) == int(x) for k, x in (("Seed", query.get("seed")),) if x and k in v.numbers)
+        run_s = await v.click(button, expect)
+        shown = parse_qs(v.link)  # the address bar the server wrote holds this student's settings, not another's
+        mine = mine and all(shown.get(k) == [x] for k, x in query.items())
+        waited = [t for t in v.texts if t.startswith("Waiting for a turn")]
+        return {"load": load_s, "run": run_s, "mine": mine, "waited": bool(waited), "error": None}
+    except Exception as e:  # a dropped websocket (a killed process): counted, then reconnected with the link
+        error = f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
+        return {"load": None, "run": None, "mine": None, "waited": False, "error": error}
+    finally:
+        await v.close()
+
+
+async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | None, heavy: str = "bug-lab") -> None:
+    """``sessions`` students at once, each opening ``heavy``'s page from their own link and clicking its button."""
+    sessions = min(sessions, MAX_SESSIONS)
+    for i in range(2 * len(pids) + 2):  # warm-up (imports, trained models): every process gets some of these
+        await crowd_visitor(url, heavy, 10_000 + i)
+    rss0 = sum(rss_mb(p) for p in pids)
+    cpu0 = sum(cpu_s(p) for p in pids)
+    peak = {"rss": rss0}
+    alive = list(pids)
+
+    async def watch() -> None:
+        while True:
+            peak["rss"] = max(peak["rss"], sum(rss_mb(p) for p in alive if Path(f"/proc/{p}").exists()))
+            await asyncio.sleep(0.2)
+
+    async def killer() -> None:
+        await asyncio.sleep(kill_after)
+        os.kill(pids[-1], 9)
+        alive.remove(pids[-1])
+        print(f"killed process {pids[-1]} {kill_after:.1f} s into the run")
+
+    watcher = asyncio.ensure_future(watch())
+    tasks = [crowd_visitor(url, heavy, i) for i in range(sessions)]
+    if kill_after is not None:
+        tasks.append(killer())
+    t0 = time.perf_counter()
+    results = [r for r in await asyncio.gather(*tasks) if r is not None]
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r["error"] is None]
+    lost = [r for r in results if r["error"] is not None]
+    print(f"{sessions} students at once over {url} ({len(pids)} processes): {wall:.1f} s in all, load {load_average()}")
+    print(f"{'figure':52s} {'n':>5s} {'median s':>9s} {'p95 s':>8s}")
+    if ok:
+        show(f"page load, {heavy} from a link", [r["load"] for r in ok])
+        show(f"{CLICKS[heavy][2]!r} click, own settings", [r["run"] for r in ok])
+    print(f"saw only their own settings: {sum(bool(r['mine']) for r in ok)} of {len(ok)}; shown a place in the "
+          f"queue: {sum(r['waited'] for r in ok)}; lost: {len(lost)}"
+          + (f" ({lost[0]['error']})" if lost else ""))  # fmt: skip
+    if lost:  # the students whose process died open their link again
+        again = await asyncio.gather(*(crowd_visitor(url, heavy, 1000 + i) for i in range(len(lost))))
+        print(f"reconnected with their link: {sum(r['error'] is None and bool(r['mine']) for r in again)} of "
+              f"{len(lost)} back with their own settings and a verdict")  # fmt: skip
+    watcher.cancel()
+    cpu = "" if kill_after is not None else f"; server CPU {sum(cpu_s(p) for p in pids) - cpu0:.1f} s"
+    print(f"server RSS (all processes) {rss0:.0f} MB after the warm-up, peak {peak['rss']:.0f} MB{cpu}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=10, help="visitors acting at once")
@@ -277,8 +364,21 @@ def main() -> None:
     ap.add_argument("--only-loads", action="store_true", help="just the single-visitor and concurrent page loads")
     ap.add_argument("--cpu", action="store_true", help="only the server CPU per page load and click, with the floor")
     ap.add_argument("--repeats", type=int, default=5, help="actions per --cpu figure")
+    ap.add_argument("--crowd", type=int, default=0, help="this many students at once on the Bug lab, each with a link")
+    ap.add_argument("--heavy", choices=sorted(CLICKS), default="bug-lab", help="with --crowd: the click they make")
+    ap.add_argument("--url", help="an app already running (e.g. serve/hall.sh up 2: http://127.0.0.1:8501)")
+    ap.add_argument("--pids", default="", help="with --url: the app processes' ids, comma-separated (memory, CPU)")
+    ap.add_argument("--kill-after", type=float, help="with --crowd: kill the last of --pids this many seconds in")
     ap.add_argument("--server-args", default="", help="flags for streamlit run, e.g. '--server.fileWatcherType auto'")
     args = ap.parse_args()
+    if args.crowd:
+        if args.url:
+            pids = [int(p) for p in args.pids.split(",") if p]
+            asyncio.run(crowd(args.url, pids, args.crowd, args.kill_after, args.heavy))
+            return
+        with browser.streamlit_server(extra_args=args.server_args.split()) as url:
+            asyncio.run(crowd(url, [browser.server_pid(url)], args.crowd, args.kill_after, args.heavy))
+        return
     if args.cpu:
         extra = args.server_args.split()
         with browser.streamlit_server(extra_args=extra) as url, browser.streamlit_server(

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..errors import InputError
 
@@ -193,14 +192,27 @@ class HeavyQueue(Generic[R]):
                 self._cond.notify_all()
 
 
-def wait_seconds(queue: HeavyQueue, timeout: float) -> bool:
-    """Wait until ``queue`` runs nothing and holds no one; False if ``timeout`` seconds pass first."""
-    deadline = time.monotonic() + timeout
-    while queue.status() != (0, 0):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+class Placeholder(Protocol):
+    """What :func:`heavy` writes the visitor's place into: Streamlit's ``st.empty()``."""
+
+    def info(self, body: str, *, icon: str | None = None) -> object: ...
+
+    def empty(self) -> object: ...
+
+
+WAIT_ICON = ":material/hourglass_top:"
+
+
+def heavy(key: Hashable, compute: Callable[[], R], placeholder: Placeholder, queue: HeavyQueue | None = None) -> R:
+    """``queue.run`` (the process's :data:`HEAVY` by default) showing the place in ``placeholder``, cleared after.
+
+    A page writes ``serving.heavy(("page", *settings), lambda: cached_function(*settings), st.empty())``:
+    the key names the page and every setting the result depends on.
+    """
+    try:
+        return (queue or HEAVY).run(key, compute, on_wait=lambda message: placeholder.info(message, icon=WAIT_ICON))
+    finally:
+        placeholder.empty()
 
 
 HEAVY: HeavyQueue = HeavyQueue()  # the process's one queue: every page's heavy clicks share its slots

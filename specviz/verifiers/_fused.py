@@ -42,7 +42,11 @@ catalogue and on bad inputs.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+import tempfile
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -96,7 +100,7 @@ def block_sums(
     S: np.ndarray,
     checks: bool,
     u: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows (b[r], sp[r]) of the tables.
 
     ``P``/``Q``: as in :func:`accept`. Weights: p (``Q`` and ``drop`` None), max(0, p - q), or
@@ -106,7 +110,8 @@ def block_sums(
     the token drawn with uniform ``u[r]`` (the first whose running weight exceeds
     floor(u * total); meaningless for a row without mass or one the guard refuses). p_bad is
     always computed without q (weights from p alone must be in range); with q, ``checks`` asks
-    for all four (``validate=True``) and no check runs without it.
+    for all four (``validate=True``) and no check runs without it. None when the compiled loop
+    could not be loaded (see :func:`_call`): the caller runs the NumPy code.
     """
     R = int(b.shape[0])
     mode = 1 if Q is not None else 2 if drop is not None else 0
@@ -126,12 +131,14 @@ def block_sums(
     psum = np.zeros(R, dtype=np.float64)
     qsum = np.zeros(R, dtype=np.float64)
     tokens = np.empty(R, dtype=np.int64)
-    _loops().block_sums(
-        P1, P1.view(ubits), np.ascontiguousarray(poff, dtype=np.int64),
+    done = _call(
+        "block_sums", P1, P1.view(ubits), np.ascontiguousarray(poff, dtype=np.int64),
         Q1, Q1.view(ubits), np.ascontiguousarray(qoff, dtype=np.int64),
         mode, np.ascontiguousarray(drop, dtype=np.int64), int(V), int(bs), S, bool(checks), one,
         pbad, qbad, psum, qsum, np.ascontiguousarray(u, dtype=np.float64), tokens,
     )  # fmt: skip
+    if done is _FAILED:
+        return None
     return pbad, qbad, psum, qsum, tokens
 
 
@@ -202,13 +209,13 @@ def accept(
     tokens[:, K] = -1
     acc_u = np.empty((B, K), dtype=np.float64)
     ratios = np.empty((B, K), dtype=np.float64)
-    status = _loops().accept(
-        _base(P), prow, ppos, Qb, qrow, qpos, has_q,
+    status = _call(
+        "accept", _base(P), prow, ppos, Qb, qrow, qpos, has_q,
         np.ascontiguousarray(x, dtype=np.int64), np.ascontiguousarray(j, dtype=np.int64),
         np.ascontiguousarray(ua, dtype=np.float64), bool(shared), bool(inclusive), int(V), bool(validate),
         xs, ff, tokens, acc_u, ratios,
     )  # fmt: skip
-    if status != 0:
+    if status is _FAILED or status != 0:
         return None
     return Accepted(xs, ff, tokens, acc_u, ratios)
 
@@ -237,21 +244,134 @@ def draw_small(
     Pb = _base(P)
     qrow, qpos, Qb = (*_row_origins(Q, q_start, rows), _base(Q)) if has_q else (prow, ppos, Pb)
     out = np.empty(B, dtype=np.int64)
-    ok = _loops().draw_small(
-        Pb, prow, ppos, Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),
+    ok = _call(
+        "draw_small", Pb, prow, ppos, Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),
         np.ascontiguousarray(sp, dtype=np.int64), np.ascontiguousarray(residual, dtype=np.bool_),
         np.ascontiguousarray(u, dtype=np.float64), int(V), out,
     )  # fmt: skip
-    return out if ok else None
+    return out if ok is not _FAILED and ok else None
 
 
 def _loops() -> Any:
-    """:mod:`specviz.verifiers._fused_kernel` (imported once: it imports Numba), or False."""
+    """:mod:`specviz.verifiers._fused_kernel` (imported once: it imports Numba), or False.
+
+    False, silently, when Numba is not installed. Importing fails otherwise when Numba finds no
+    writable cache directory (``cannot cache function ...: no locator available``: a read-only
+    installation and no writable home, or ``NUMBA_CACHE_DIR`` somewhere unwritable): then the
+    loops are compiled in memory instead (each process compiles them again, about a second), with
+    a warning. Any other failure: a warning and False (the NumPy code, same tokens).
+    """
     global _kernels
     if _kernels is None:
-        try:
-            from . import _fused_kernel as loops
-        except ImportError:  # Numba is not installed
-            loops = False
-        _kernels = loops
+        _kernels = _import_loops()
     return _kernels
+
+
+# --- when the compiled loops cannot be loaded: warn once and run the NumPy code -----------------------
+# A corrupted cache file (a truncated or overwritten .nbi/.nbc), an unwritable cache or a failed
+# compile must not fail specviz.verify: the NumPy code computes the same tokens. The choice to
+# degrade rather than raise is deliberate (issue 21); the warning says what failed and where.
+
+_FAILED = object()  # what _call returns when the compiled loop could not run
+_note: str | None = None  # the warning given, if any (the Batch page shows it)
+CACHE_DIR_ENV = "NUMBA_CACHE_DIR"
+
+
+class CompiledLoopsWarning(RuntimeWarning):
+    """The compiled loops could not be loaded or cached: the NumPy code runs instead (same tokens)."""
+
+
+def note() -> str | None:
+    """The warning about the compiled loops this process gave (cache or load trouble), or None."""
+    return _note
+
+
+_warned: set[bool] = set()  # which kinds were told: the loops still run (True), or no longer (False)
+
+
+def _warn(message: str, still_compiled: bool = False) -> None:
+    """Warn once per process for each kind: the cache is not used, or the loops are off."""
+    global _note
+    if still_compiled not in _warned:
+        _warned.add(still_compiled)
+        warnings.warn(message, CompiledLoopsWarning, stacklevel=4)
+        _note = message
+
+
+def _call(name: str, *args: Any) -> Any:
+    """Compiled loop ``name`` on ``args``; :data:`_FAILED` (and the NumPy code from then on) when it
+    cannot be loaded or compiled. The loops raise nothing themselves (bad rows hand back by status),
+    so an exception here is Numba's: loading, compiling or saving the cache."""
+    global _kernels
+    loop = getattr(_loops(), name)
+    try:
+        return loop(*args)
+    except Exception as e:  # noqa: BLE001 - any failure of Numba's, see above
+        where = getattr(getattr(loop, "_cache", None), "_cache_path", None)  # Numba's cache directory
+        at = f" (cache directory {where}: delete its _fused_kernel files to compile them again)" if where else ""
+        _kernels = False
+        _warn(f"specviz: the compiled loop {name} could not be loaded or compiled{at}: {type(e).__name__}: {e}. "
+              "Running NumPy's code instead (same tokens, slower).")  # fmt: skip
+        return _FAILED
+
+
+def _import_loops() -> Any:
+    try:
+        import numba  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name == "numba":
+            return False  # not installed: the NumPy code, no warning
+        _warn(f"specviz: Numba could not be imported ({e}); running NumPy's code instead (same tokens).")
+        return False
+    except Exception as e:  # noqa: BLE001 - a broken installation (say, a NumPy it does not support)
+        _warn(f"specviz: Numba could not be imported ({type(e).__name__}: {e}); running NumPy's code instead.")
+        return False
+    bad_dir = _cache_dir_problem()
+    try:
+        from . import _fused_kernel as loops
+    except Exception as first:  # noqa: BLE001 - no writable cache directory, or worse
+        try:
+            loops = _compile_in_memory()
+        except Exception as e:  # noqa: BLE001
+            _warn(f"specviz: the compiled loops could not be loaded ({type(first).__name__}: {first}) "
+                  f"nor compiled in memory ({type(e).__name__}: {e}); the NumPy code runs (same tokens).")  # fmt: skip
+            return False
+        _warn(f"specviz: Numba has no writable cache directory ({bad_dir or first}); the compiled loops are "
+              f"compiled in memory, again in each process (about a second). Set {CACHE_DIR_ENV} to a writable "
+              "directory to keep them.", still_compiled=True)  # fmt: skip
+        return loops
+    if bad_dir:
+        _warn(f"specviz: {bad_dir}; Numba caches the compiled loops in {_cache_path(loops)} instead.", True)
+    return loops
+
+
+def _cache_dir_problem() -> str | None:
+    """What is wrong with ``NUMBA_CACHE_DIR`` (Numba skips an unusable one without a word), or None."""
+    path = os.environ.get(CACHE_DIR_ENV)
+    if not path:
+        return None
+    try:  # what Numba tries: create the directory and a file in it
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as e:
+        return f"{CACHE_DIR_ENV}={path!r} is not a writable directory ({type(e).__name__}: {e.strerror or e})"
+    return None
+
+
+def _cache_path(loops: Any) -> str:
+    return str(getattr(getattr(loops.accept, "_cache", None), "_cache_path", "Numba's default place"))
+
+
+def _compile_in_memory() -> Any:
+    """A fresh copy of the loops' module whose decorators say cache=False (``ON_DISK = False``)."""
+    spec = importlib.util.find_spec(f"{__package__}._fused_kernel")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.ON_DISK = False  # type: ignore[attr-defined]
+    sys.modules[spec.name] = module  # Numba looks the module up by name while it compiles
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+    return module

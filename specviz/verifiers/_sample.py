@@ -261,10 +261,10 @@ def _block_sums(
     bits = validate or not sampled_res
     chk = _Checks(ops, R, validate and sampled_res)
     if ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
-        tok = _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk, u)
-    elif ops.device_type == "cpu" and V >= ROW_LOOP_V:
+        tok = _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk, u)  # None: it could not be loaded
+    if tok is None and ops.device_type == "cpu" and V >= ROW_LOOP_V:
         _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
-    else:
+    elif tok is None:
         _chunk_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
     total = S.sum(-1)  # (R,)
     # Precise checks (and a message naming the argument) only where the fast ones failed.
@@ -293,16 +293,19 @@ def _block_sums(
 
 def _numba_pass(
     P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, S: Array, chk: _Checks, u: Array
-) -> Array:
-    """:func:`specviz.verifiers._fused.block_sums` (Numba) on the rows in place: one read per row."""
+) -> Array | None:
+    """:func:`specviz.verifiers._fused.block_sums` (Numba) on the rows in place: one read per row.
+
+    None when the compiled loop could not be loaded (a warning said why): the NumPy code runs."""
     Q_table = Q_start = drop = None
     if use_res and Q is not None:
         Q_table, Q_start = Q.table, Q.start
     elif use_res:
         drop = xs[b, sp]
-    p_bad, q_bad, p_sum, q_sum, tok = numba_pass.block_sums(
-        P.table, P.start, Q_table, Q_start, b, sp, drop, V, bs, S, chk.q_bad is not None, u
-    )
+    out = numba_pass.block_sums(P.table, P.start, Q_table, Q_start, b, sp, drop, V, bs, S, chk.q_bad is not None, u)
+    if out is None:  # the compiled loop could not be loaded: the caller runs the NumPy code
+        return None
+    p_bad, q_bad, p_sum, q_sum, tok = out
     chk.p_bad = p_bad
     if chk.q_bad is not None:
         chk.q_bad, chk.p_sum, chk.q_sum = q_bad, p_sum, q_sum
