@@ -50,9 +50,10 @@ def run_batch(
 from_link = links.link_given(st.query_params.to_dict(), st.session_state, PARAMS)  # before init_state writes it
 link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
 cuda_ok, cuda_reason = cuda_status()
-available = [b for b in batch_demo.BACKENDS if cuda_ok or b != "PyTorch CUDA"]
+available = batch_demo.available_backends(cuda_ok)
 if st.session_state[S + "backend"] not in available:
-    link_notes.append(f"PyTorch CUDA is not available here ({links.plain(cuda_reason)}); using NumPy.")
+    asked = st.session_state[S + "backend"]
+    link_notes.append(f"{asked} is not available here ({links.plain(cuda_reason)}); using NumPy.")
     st.session_state[S + "backend"] = "NumPy"
 
 st.title("Batch")
@@ -100,7 +101,8 @@ with c3:
     backend = st.radio("Backend shown", available, key=S + "backend", horizontal=True)
     if not cuda_ok:
         st.checkbox("PyTorch CUDA", value=False, disabled=True, help=cuda_reason, key=S + "cuda_off")
-        st.caption(f"PyTorch CUDA is disabled: {links.plain(cuda_reason)}.")
+        off = "PyTorch CUDA is" if "PyTorch CPU" in available else "The PyTorch backends are"
+        st.caption(f"{off} disabled: {links.plain(cuda_reason)}.")
 
 values = {
     "B": int(B_asked),

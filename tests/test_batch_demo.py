@@ -112,3 +112,26 @@ def test_loops_note_says_which_code_ran(monkeypatch):
     monkeypatch.setenv(_fused.ENV, "1")
     monkeypatch.setattr(_fused, "_kernels", False)  # Numba missing
     assert "Numba is not installed" in batch_demo.loops_note()
+
+
+def test_loops_note_says_why_the_compiled_loops_did_not_run(monkeypatch):
+    from specviz.verifiers import _fused
+
+    monkeypatch.delenv(_fused.ENV, raising=False)
+    monkeypatch.setattr(_fused, "_kernels", False)
+    trouble = "specviz: the compiled loop accept could not be loaded or compiled: EOFError: Ran out of input."
+    monkeypatch.setattr(_fused, "_note", trouble)  # what _fused._call warned
+    note = batch_demo.loops_note()
+    assert note == "On the CPU the verifier ran NumPy's code only: " + trouble.removeprefix("specviz: ")
+    assert "Numba is not installed" not in note
+
+
+def test_without_torch_only_numpy_is_offered_and_the_reason_says_how_to_add_it(monkeypatch):
+    monkeypatch.setattr(batch_demo, "torch_installed", lambda: False)
+    assert batch_demo.available_backends(cuda_ok=True) == ["NumPy"]
+    ok, reason = batch_demo.cuda_status()
+    assert not ok and reason == batch_demo.TORCH_MISSING and 'pip install ".[torch]"' in reason
+    monkeypatch.undo()
+    if batch_demo.torch_installed():
+        assert batch_demo.available_backends(cuda_ok=False) == ["NumPy", "PyTorch CPU"]
+        assert batch_demo.available_backends(cuda_ok=True) == list(batch_demo.BACKENDS)

@@ -148,21 +148,46 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 def loops_note() -> str:
-    """Which code ran the verifier's hot loops on the CPU: compiled (Numba) or NumPy's."""
+    """Which code ran the verifier's hot loops on the CPU: compiled (Numba) or NumPy's, and why."""
     from ..verifiers import _fused
 
+    trouble = _fused.note()  # a cache that could not be used, or loops that could not be loaded
     if _fused.enabled():
         import numba
 
         version = numba.__version__
-        return f"On the CPU the verifier's hot loops ran compiled (Numba {version}; same tokens as NumPy's code)."
+        text = f"On the CPU the verifier's hot loops ran compiled (Numba {version}; same tokens as NumPy's code)."
+        return text if trouble is None else f"{text} {trouble.removeprefix('specviz: ')}"
     if _fused.switched_off():
         return f"On the CPU the verifier ran NumPy's code only ({_fused.ENV}=0)."
+    if trouble is not None:
+        return f"On the CPU the verifier ran NumPy's code only: {trouble.removeprefix('specviz: ')}"
     return 'On the CPU the verifier ran NumPy\'s code only (Numba is not installed: pip install ".[fast]").'
+
+
+# torch is optional (the [torch] extra): without it the page offers NumPy alone and says how to add it.
+TORCH_MISSING = 'torch is not installed (pip install ".[torch]" adds the PyTorch CPU and CUDA backends)'
+
+
+def torch_installed() -> bool:
+    """Whether ``import torch`` works here."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def available_backends(cuda_ok: bool) -> list[str]:
+    """The backends this machine can run: NumPy always, PyTorch CPU with torch, CUDA with a device."""
+    torch_ok = torch_installed()
+    return [b for b in BACKENDS if b == "NumPy" or (torch_ok and (cuda_ok or b != "PyTorch CUDA"))]
 
 
 def cuda_status() -> tuple[bool, str]:
     """Whether PyTorch sees a CUDA device, and a sentence saying which or why not."""
+    if not torch_installed():
+        return False, TORCH_MISSING
     import torch
 
     if torch.cuda.is_available():

@@ -7,12 +7,15 @@ next process: the first call in a fresh installation compiles (about a second), 
 import numba
 import numpy as np
 
+# Compiled code cached on disk (Numba's cache=True). specviz.verifiers._fused runs this module again
+# with ON_DISK = False (compiled in memory only) when Numba finds no writable cache directory.
+ON_DISK: bool = globals().get("ON_DISK", True)
 GRID = 2.0**48  # as specviz.verifiers._sample.GRID
 MAX_TOTAL = 2.0**52  # as specviz.verifiers._sample.MAX_TOTAL
 
 
 # Only additions of integers (or of the entries, for the loose sum check) may be reordered.
-@numba.njit(cache=True, fastmath={"reassoc", "nsz"})
+@numba.njit(cache=ON_DISK, fastmath={"reassoc", "nsz"})
 def _sum(w, n):  # pragma: no cover - compiled
     s = 0.0
     for i in range(n):
@@ -20,7 +23,7 @@ def _sum(w, n):  # pragma: no cover - compiled
     return s
 
 
-@numba.njit(cache=True, fastmath={"reassoc", "nsz"})
+@numba.njit(cache=ON_DISK, fastmath={"reassoc", "nsz"})
 def _sum3(w, a, c, n):  # pragma: no cover - compiled
     """Sums of w (integers: exact in any order) and of a and c in float64 (for the sum check)."""
     s = 0.0
@@ -33,7 +36,7 @@ def _sum3(w, a, c, n):  # pragma: no cover - compiled
     return s, t, u
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=ON_DISK, inline="always")
 def _weights(p, q, mode, drop, c0, n, w):  # pragma: no cover - compiled
     """w[:n] = floor(2^48 * weight) of tokens c0 .. c0 + n - 1, in the table's dtype, as float64."""
     g = p.dtype.type(GRID)
@@ -51,7 +54,7 @@ def _weights(p, q, mode, drop, c0, n, w):  # pragma: no cover - compiled
             w[drop - c0] = 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=ON_DISK)
 def block_sums(
     P, Pu, poff, Q, Qu, qoff, mode, drop, V, bs, S, checks, one, pbad, qbad, psum, qsum, u, tok
 ):  # pragma: no cover
@@ -117,7 +120,7 @@ def block_sums(
         tok[r] = c0 + inner
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=ON_DISK)
 def accept(  # pragma: no cover - compiled
     P, prow, ppos, Q, qrow, qpos, has_q, x, j, ua, shared, inclusive, V, validate, xs, ff, tokens, acc_u, ratios
 ):
@@ -171,7 +174,7 @@ def accept(  # pragma: no cover - compiled
     return 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=ON_DISK)
 def draw_small(P, prow, ppos, Q, qrow, qpos, has_q, xs, sp, residual, u, V, out):  # pragma: no cover
     """The one-level draw (V <= 256) of clean rows, validate=False; returns False to hand back.
 

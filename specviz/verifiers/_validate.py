@@ -108,6 +108,26 @@ def check_probes(name: str, values: Any, ops: Any) -> None:
         raise InputError(name, "probabilities at most 1", f"{digits(hi)} at a drafted token")
 
 
+def greedy_rows(ops: Any, T: Any, best: Any, j: Any) -> None:
+    """``T`` (B, K+1, V) with argmax ``best`` (B, K+1): every row verify_greedy may read
+    (positions 0 .. num_draft[b]) has an entry above -inf.
+
+    The argmax of a row of all -inf is token 0, which greedy decoding would then emit as if it
+    were the model's choice. The argmax's own value tells: -inf only when the whole row is.
+    """
+    B, P = int(best.shape[0]), int(best.shape[1])  # P = K + 1
+    if not B:
+        return
+    top = T[ops.arange(B)[:, None], ops.arange(P)[None, :], best]  # (B, K+1) each row's maximum
+    dead = (top == float("-inf")) & (ops.arange(P)[None, :] <= j[:, None])
+    if bool(dead.any()):
+        b, i = divmod(int(ops.nonzero(dead.reshape(-1))[0]), P)
+        raise InputError(
+            "target", "a finite logit in each row read (positions 0 .. num_draft)",
+            f"a row of all -inf at row {b}, position {i}",
+        )  # fmt: skip
+
+
 # --- the inputs every padded entry point shares (verify, verify_greedy, block, tree) -----------
 
 

@@ -386,7 +386,7 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         if bool((T != T).any()):
             raise InputError("target", "probabilities or logits without NaN", "NaN entries")
     best = ops.argmax_last(T)  # (B, K+1)
-    _check_greedy_rows(ops, T, best, j)
+    check.greedy_rows(ops, T, best, j)  # a row of all -inf has no argmax
     match = (x == best[:, :K]) & valid  # (B, K)
     n = ops.run_length(match)  # (B,)
     ar = ops.arange(B)
@@ -405,25 +405,6 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
         bonus=n == j,
         sample_uniforms=ops.full((B,), float("nan"), np.float64),
     )
-
-
-def _check_greedy_rows(ops: NumpyOps | TorchOps, T: Any, best: Any, j: Any) -> None:
-    """Every row verify_greedy may read (positions 0 .. num_draft[b]) has an entry above -inf.
-
-    The argmax of a row of all -inf is token 0, which greedy decoding would then emit as if it
-    were the model's choice. The argmax's own value tells: -inf only when the whole row is.
-    """
-    B, P = int(best.shape[0]), int(best.shape[1])  # P = K + 1
-    if not B:
-        return
-    top = T[ops.arange(B)[:, None], ops.arange(P)[None, :], best]  # (B, K+1) each row's maximum
-    dead = (top == float("-inf")) & (ops.arange(P)[None, :] <= j[:, None])
-    if bool(dead.any()):
-        b, i = divmod(int(ops.nonzero(dead.reshape(-1))[0]), P)
-        raise InputError(
-            "target", "a finite logit in each row read (positions 0 .. num_draft)",
-            f"a row of all -inf at row {b}, position {i}",
-        )  # fmt: skip
 
 
 def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> tuple[list, Any, Any] | None:
