@@ -44,7 +44,7 @@ COINS = (0.0, 2.0**-53, 0.5, 1.0 - 2.0**-53)
 
 class Probe(NamedTuple):
     name: str
-    verdict: str  # "pass" | "FAIL" | "info" | "skipped"
+    verdict: str  # "ok" | "FAIL" | "info" | "skipped"
     detail: str
 
     @property
@@ -82,7 +82,7 @@ def zero_coin(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
     if bad:
         return Probe("zero_coin", "FAIL", "a draft with p(x) = 0 was accepted or emitted: " + "; ".join(bad)
                      + " (u * q <= p accepts it at u = 0)")  # fmt: skip
-    return Probe("zero_coin", "pass", "a draft with p(x) = 0 rejected under coins 0, 2^-53, 1/2 and 1 - 2^-53")
+    return Probe("zero_coin", "ok", "a draft with p(x) = 0 rejected under coins 0, 2^-53, 1/2 and 1 - 2^-53")
 
 
 def coin_at_ratio(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
@@ -94,7 +94,7 @@ def coin_at_ratio(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
     tokens, num = _call(verifier, spec, t, np.zeros((2, 1), dtype=np.int64), coins[:, None], np.full(2, 0.5))
     below, at = bool(num[0] == 2), bool(num[1] == 2)
     if below and not at:
-        return Probe("coin_at_ratio", "pass", "u just below p/q accepts, u = p/q rejects: the contract's u * q < p")
+        return Probe("coin_at_ratio", "ok", "u just below p/q accepts, u = p/q rejects: the contract's u * q < p")
     return Probe("coin_at_ratio", "info", f"u just below p/q {'accepts' if below else 'rejects'}, u = p/q "
                  f"{'accepts' if at else 'rejects'}: another coin convention (judge its law by the sweep)")  # fmt: skip
 
@@ -103,8 +103,8 @@ def _must_raise(name: str, verifier: Callable[..., Any], spec: CallSpec, t: Tabl
                 ua: np.ndarray, what: str) -> Probe:  # fmt: skip
     try:
         tokens, num = _call(verifier, spec, t, x, ua, np.full(x.shape[0], 0.5))
-    except Exception as e:  # noqa: BLE001 - any refusal is right; the probe reports which
-        return Probe(name, "pass", f"{what}: raised {type(e).__name__}")
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any refusal is right; the probe reports which
+        return Probe(name, "ok", f"{what}: raised {type(e).__name__}")
     return Probe(name, "FAIL", f"{what}: returned tokens {tokens[0, : max(int(num[0]), 1)].tolist()} "
                  "instead of raising")  # fmt: skip
 
@@ -139,26 +139,26 @@ def edges(verifier: Callable[..., Any], spec: CallSpec) -> list[Probe]:
         tokens, num = _call(verifier, spec, t, np.full((3, 2), PAD_TOKEN), np.full((3, 2), 0.5),
                             np.array([0.0, 0.5, 1.0 - 2.0**-53]))  # fmt: skip
         good = (num == 1).all() and (tokens[:, 0] == V - 1).all() and (tokens[:, 1:] == PAD_TOKEN).all()
-        out.append(Probe("no_drafts", "pass" if good else "FAIL",
+        out.append(Probe("no_drafts", "ok" if good else "FAIL",
                          f"num_draft = 0: tokens {tokens.tolist()} (each row: [{V - 1}, -1, -1] from row 0)"))
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         out.append(Probe("no_drafts", "FAIL", f"num_draft = 0 raised {type(e).__name__}: {e}"))
     # Token V - 1 drafted and accepted (p = q, coin 0), then a bonus of V - 1 from a one-hot row.
     t = _tables(np.stack([p, one])[None], p[None, None], [1])
     try:
         tokens, num = _call(verifier, spec, t, np.full((1, 1), V - 1), np.full((1, 1), 0.5), np.array([0.5]))
         good = tokens[0].tolist() == [V - 1, V - 1]
-        out.append(Probe("last_token", "pass" if good else "FAIL", f"draft V - 1 with p = q: tokens "
+        out.append(Probe("last_token", "ok" if good else "FAIL", f"draft V - 1 with p = q: tokens "
                          f"{tokens[0].tolist()} (want [{V - 1}, {V - 1}])"))  # fmt: skip
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         out.append(Probe("last_token", "FAIL", f"a draft of token V - 1 raised {type(e).__name__}: {e}"))
     t = _tables(np.zeros((0, 3, V)), np.zeros((0, 2, V)), np.zeros(0))
     try:
         tokens, num = _call(verifier, spec, t, np.zeros((0, 2), dtype=np.int64), np.zeros((0, 2)), np.zeros(0))
-        out.append(Probe("empty_batch", "pass", f"B = 0: tokens of shape {tokens.shape}"))
+        out.append(Probe("empty_batch", "ok", f"B = 0: tokens of shape {tokens.shape}"))
     except ValueError as e:
-        out.append(Probe("empty_batch", "pass", f"B = 0 refused: {type(e).__name__}"))
-    except Exception as e:  # noqa: BLE001
+        out.append(Probe("empty_batch", "ok", f"B = 0 refused: {type(e).__name__}"))
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         out.append(Probe("empty_batch", "FAIL", f"B = 0 crashed: {type(e).__name__}: {e}"))
     return out
 
@@ -183,7 +183,7 @@ def batch_invariance(verifier: Callable[..., Any], spec: CallSpec, seed: int = 0
            if (got != whole[idx]).any()]  # fmt: skip
     if bad:
         return Probe("batch_invariance", "FAIL", "a row's tokens depend on the rest of the batch: " + "; ".join(bad))
-    return Probe("batch_invariance", "pass", "the same tokens per row permuted, split in two and alone (B = 12)")
+    return Probe("batch_invariance", "ok", "the same tokens per row permuted, split in two and alone (B = 12)")
 
 
 def padded_vs_flat(padded: Callable[..., Any], flat: Callable[..., Any], spec: CallSpec, seed: int = 0) -> Probe:
@@ -198,7 +198,7 @@ def padded_vs_flat(padded: Callable[..., Any], flat: Callable[..., Any], spec: C
     rows = np.flatnonzero((a != b).any(axis=1))
     if rows.size:
         return Probe("padded_vs_flat", "FAIL", f"rows {rows.tolist()} differ between the layouts")
-    return Probe("padded_vs_flat", "pass", "the same tokens padded and flat (B = 16, V = 1000, ragged)")
+    return Probe("padded_vs_flat", "ok", "the same tokens padded and flat (B = 16, V = 1000, ragged)")
 
 
 def run_probes(verifier: Callable[..., Any], spec: CallSpec = NUMPY64, *,
@@ -212,19 +212,19 @@ def run_probes(verifier: Callable[..., Any], spec: CallSpec = NUMPY64, *,
     except TypeError as e:
         if "uniforms" in str(e):
             return [Probe("all", "skipped", f"the verifier takes no uniforms= ({e})")]
-    except Exception:  # noqa: BLE001 - the probes below report it where it matters
+    except (Exception, SystemExit):  # noqa: BLE001 - the probes below report it where it matters
         pass
     out = [zero_coin, coin_at_ratio]
     probes: list[Probe] = []
     for fn in out:
         try:
             probes.append(fn(verifier, spec))
-        except Exception as e:  # noqa: BLE001
+        except (Exception, SystemExit) as e:  # noqa: BLE001
             probes.append(Probe(fn.__name__, "FAIL", f"raised {type(e).__name__}: {e}"))
     probes += bad_rows(verifier, spec) + edges(verifier, spec)
     try:
         probes.append(batch_invariance(verifier, spec, seed))
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         probes.append(Probe("batch_invariance", "FAIL", f"raised {type(e).__name__}: {e}"))
     if flat is not None:
         probes.append(padded_vs_flat(verifier if spec.layout == "padded" else flat, flat, spec, seed))
