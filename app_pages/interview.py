@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specviz.app import figures, links, presenter
+from specviz.app import figures, links, position, presenter, tree_shapes
 from specviz.app import interview as iv
-from specviz.proof import theory
+from specviz.app import interview_topics as topics
+from specviz.proof import block_trace, court, theory
+from specviz.verifiers import tree
+from specviz.verifiers.processing import Settings, process_logits
 
 S = "interview."
 QUESTIONS = iv.questions()
@@ -29,7 +32,20 @@ PARAMS = [
     links.int_param("B", 8, 1, 4096),
     links.int_param("K", 4, 0, 16),
     links.int_param("Kt", 3, 1, 16),
+    links.int_param("Kr", 3, 1, 8),
+    links.int_param("L", iv.KV_EXAMPLE[0], 1, 256),
+    links.int_param("Kv", iv.KV_EXAMPLE[1], 1, 16),
+    links.int_param("j", iv.KV_EXAMPLE[2], 0, 16),
+    links.int_param("pg", iv.KV_EXAMPLE[3], 1, 64),
+    links.int_param("k", iv.TREE_EXAMPLE[0], 1, 4),
+    links.int_param("d", iv.TREE_EXAMPLE[1], 1, 4),
+    links.int_param("bs", 0, 0, 2**32 - 1),
+    links.float_param("T", 0.7, 0.05, 2.0),
+    links.float_param("tp", 0.9, 0.05, 1.0),
+    links.choice_param("up", topics.unclamped().preset, position.PRESETS),
+    links.int_param("nd", iv.RAGGED_EXAMPLE[0], 0, iv.RAGGED_EXAMPLE[1]),
 ]
+SHOWN = ("step", "ans", "a", "c", "B", "K", "Kt", *(p.name for p in PARAMS[7:]))  # every setting, in the link
 
 
 def answers() -> dict[str, str | float]:
@@ -114,7 +130,111 @@ def one_position_figure(key: str) -> None:
     st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "fig." + key)
 
 
+def first_rejection_widget() -> None:
+    p, q = iv.REFERENCE_P, iv.UNIFORM_Q
+    c1, c2 = st.columns([1, 2], gap="large")
+    with c1:
+        K = st.slider("drafts K", 1, 8, key=S + "Kr")
+        st.metric("TV from p when passing drafts after a rejection count", f"{topics.count_after_rejection_tv(K):.4f}")
+        st.caption("At K = 1 no draft comes after the first: nothing to count, nothing wrong.")
+    with c2:
+        law = theory.position_law(p, q, "count_after_rejection", K=K)
+        fig = figures.law_comparison(p, law, law_name="count_after_rejection, exact")
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "first_rejection_chart")
+
+
+def kv_widget() -> None:
+    c1, c2 = st.columns([1, 1], gap="large")
+    with c1:
+        L = st.slider("context L", 1, 256, key=S + "L")
+        K = st.slider("drafts K", 1, 16, key=S + "Kv")
+        if st.session_state[S + "j"] > K:
+            st.session_state[S + "j"] = K
+        j = st.slider("accepted j", 0, K, key=S + "j")
+        page = st.slider("page size (positions)", 1, 64, key=S + "pg")
+    r = topics.kv_rollback(L, K, j, page)
+    with c2:
+        m = st.columns(2)
+        m[0].metric("target keeps (positions)", f"{r.target_kept}", f"−{r.target_dropped} dropped", delta_color="off")
+        m[1].metric("pages freed", f"{r.pages_freed}", f"{r.pages_kept} of {r.pages_held} kept", delta_color="off")
+        m[0].metric("drafter keeps", f"{r.drafter_kept}", f"of {r.drafter_written} fed", delta_color="off")
+        m[1].metric("the drafter feeds next round", f"{r.next_drafter_feed} token(s)")
+        st.caption(f"The target fed L + K = {r.target_written} positions; the token this round emits is in no cache "
+                   "until the next pass feeds it.")  # fmt: skip
+
+
+def trees_widget() -> None:
+    c1, c2 = st.columns([1, 2], gap="large")
+    with c1:
+        k = st.slider("candidates per node k", 1, 4, key=S + "k")
+        depth = st.slider("depth K", 1, 4, key=S + "d")
+        sh = topics.tree_shapes(k, depth)
+        st.metric("a node accepts one of k (recursive residual)", f"{sh.node_acceptance:.4f}")
+        st.metric(f"{tree_shapes.chains_name(k)}: drafts kept", f"{sh.chains:.4f}")
+        st.metric(f"{tree_shapes.kary_name(k)}: drafts kept", f"{sh.kary:.4f}")
+    with c2:
+        shapes = st.columns(2)
+        for col, par, name in ((shapes[0], tree.multi_draft_parents(k, depth), tree_shapes.chains_name(k)),
+                               (shapes[1], tree.kary_parents(k, depth), tree_shapes.kary_name(k))):  # fmt: skip
+            col.plotly_chart(presenter.chart(tree_shapes.shape_figure(par, name), st.session_state),
+                             key=S + "shape." + name)  # fmt: skip
+
+
+def block_widget() -> None:
+    toy = topics.block_toy()
+    c1, c2 = st.columns([1, 2], gap="large")
+    with c1:
+        seed = st.number_input("seed of one block verification", 0, 2**32 - 1, step=1, key=S + "bs")
+        st.metric("token verification: drafts kept per step", f"{toy.token:.4f}")
+        st.metric("block verification: drafts kept per step", f"{toy.block:.4f}")
+    with c2:
+        trace = block_trace.seeded_block_trace(court.TOY_P, court.TOY_Q, toy.K, int(seed))
+        st.plotly_chart(presenter.chart(figures.block_steps(trace), st.session_state), key=S + "block_chart")
+
+
+def settings_widget() -> None:
+    p_raw, q = np.array(iv.REFERENCE_P), np.array(iv.UNIFORM_Q)
+    c1, c2 = st.columns([1, 2], gap="large")
+    with c1:
+        T = st.slider("request temperature", 0.05, 2.0, step=0.05, key=S + "T")
+        top_p = st.slider("request top-p", 0.05, 1.0, step=0.05, key=S + "tp")
+        p = np.asarray(process_logits(np.log(p_raw), Settings(temperature=T, top_p=top_p)))
+        st.metric("acceptance against the processed p", f"{theory.acceptance_rate(p, q):.4f}")
+        st.metric("TV(raw p, processed p): what the raw target gets wrong", f"{theory.total_variation(p_raw, p):.4f}")
+    with c2:
+        fig = figures.settings_bars(p_raw, p, q, q, (p == 0) & (p_raw > 0), np.zeros(q.size, bool))
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "settings_chart")
+
+
+def unclamped_widget() -> None:
+    c1, c2 = st.columns([1, 2], gap="large")
+    with c1:
+        name = st.selectbox("p and q", position.PRESETS, key=S + "up")
+        p, q = position.preset(name)
+        law = theory.position_law(p, q, "unclamped_residual")
+        st.metric("TV from p, unclamped residual (K = 1)", f"{theory.total_variation(law, p):.4f}")
+    with c2:
+        fig = figures.law_comparison(p, law, law_name="unclamped residual, exact")
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "unclamped_chart")
+
+
+def ragged_widget() -> None:
+    K = iv.RAGGED_EXAMPLE[1]
+    nd = st.slider(f"num_draft[b] (padded to K = {K}), every draft accepted", 0, K, key=S + "nd")
+    rb = topics.ragged_bonus(nd, K)
+    m = st.columns(2)
+    m[0].metric("bonus from specviz.verify (token = row)", f"{rb.rule}")
+    m[1].metric("bonus from wrong_bonus_row", f"{rb.mistake}")
+
+
 WIDGETS = {
+    "first_rejection": lambda key: first_rejection_widget(),
+    "kv_rollback": lambda key: kv_widget(),
+    "trees": lambda key: trees_widget(),
+    "block": lambda key: block_widget(),
+    "settings": lambda key: settings_widget(),
+    "unclamped": lambda key: unclamped_widget(),
+    "ragged": lambda key: ragged_widget(),
     "acceptance": one_position_figure,
     "residual": one_position_figure,
     "tokens": lambda key: tokens_widget(),
@@ -188,5 +308,5 @@ else:
     c[1].button("Start again", key=S + "restart", on_click=restart)
 
 # Not read above, but kept in the link with the page's other settings.
-shown = {name: st.session_state[S + name] for name in ("step", "ans", "a", "c", "B", "K", "Kt")}
+shown = {name: st.session_state[S + name] for name in SHOWN}
 links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)

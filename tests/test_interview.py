@@ -196,3 +196,146 @@ def test_greedy_reveal_against_the_verifier():
         assert (toks[:, 0] == best).all() and (toks[:, 1] == (best if x == best else -1)).all()
         g = verify_greedy(np.tile(P1, (n, 2, 1)), np.full((n, 1), x), np.ones(n, int))
         np.testing.assert_array_equal(np.asarray(g.tokens), toks)
+
+
+# --- the later topics: each answer recomputed another way ------------------------------------------
+
+
+def test_first_rejection_count_after_rejection_law_against_the_real_bug():
+    from specviz.app import interview_topics as topics
+    from specviz.app.position import sample_position
+
+    a = theory.acceptance_rate(P, Q)
+    d = theory.decompose(P, Q)
+    for K in (1, 3, 5):
+        closed = (1 - (1 - a) ** K) * d.accepted / a + (1 - a) ** K * d.residual
+        law = theory.position_law(P, Q, "count_after_rejection", K=K)
+        np.testing.assert_allclose(law, closed, atol=1e-12)
+        assert topics.count_after_rejection_tv(K) == pytest.approx(theory.total_variation(closed, P), abs=1e-12)
+    draws = sample_position(P, Q, 200_000, 3, "count_after_rejection", 8)
+    counts = np.bincount(draws.first_tokens, minlength=4)
+    assert chi2_passes(counts, theory.position_law(P, Q, "count_after_rejection", K=3))
+    assert not chi2_passes(counts, P)  # negative control: the mistake is not lossless
+    q = next(x for x in iv.questions() if x.key == "first_rejection")
+    assert f"at TV {topics.count_after_rejection_tv(3):.3f} from p" in q.reveal and "TV 0.130" in q.reveal
+
+
+def test_kv_rollback_against_a_paged_cache_simulation():
+    from specviz.app import interview_topics as topics
+
+    def simulate_cache(L: int, K: int, j: int, page: int) -> tuple[int, int, int]:
+        pages: list[list[int]] = []
+        for pos in range(L + K):  # the pass: L - 1 cached context positions, then last token + K drafts
+            if not pages or len(pages[-1]) == page:
+                pages.append([])
+            pages[-1].append(pos)
+        held = len(pages)
+        keep = L + j
+        pages = [[x for x in pg if x < keep] for pg in pages]
+        pages = [pg for pg in pages if pg]  # a page with no kept position goes back to the pool
+        return held, len(pages), sum(len(pg) for pg in pages)
+
+    for L in (1, 15, 16, 17, 60, 100):
+        for K in (1, 4, 8):
+            for j in range(K + 1):
+                for page in (1, 7, 16):
+                    r = topics.kv_rollback(L, K, j, page)
+                    held, kept, positions = simulate_cache(L, K, j, page)
+                    assert (r.pages_held, r.pages_kept, r.target_kept) == (held, kept, positions)
+                    assert r.pages_freed == held - kept and r.target_dropped == K - j
+                    assert r.next_drafter_feed == (2 if j == K else 1)
+    q = next(x for x in iv.questions() if x.key == "kv_rollback")
+    assert q.answer == topics.kv_rollback(*iv.KV_EXAMPLE).pages_freed == 1
+    with pytest.raises(ValueError, match="^accepted"):
+        topics.kv_rollback(10, 3, 4, 16)
+
+
+def test_tree_shapes_against_verify_tree():
+    """Measured accepted drafts of both shapes within 4 standard errors of the closed forms; the two differ."""
+    from specviz.app import interview_topics as topics
+    from specviz.verifiers import tree
+
+    k, depth = iv.TREE_EXAMPLE
+    sh = topics.tree_shapes(k, depth)
+    rng = np.random.default_rng(12)
+    n = 100_000
+    batch = tree.context_free_trees(P, Q, tree.multi_draft_parents(k, depth), n, rng)
+    acc = tree.verify_tree(*batch, rng=rng).num_accepted.astype(float)
+    se = acc.std(ddof=1) / np.sqrt(n)
+    assert abs(acc.mean() - sh.chains) < 4 * se
+    assert abs(acc.mean() - sh.kary) > 20 * se  # negative control: the other shape's value is not this one's
+    m = tree.measure_kary(P, Q, k, depth, n, 13)
+    assert abs(m.mean - sh.kary) < 4 * m.se
+    # The recursive residual: the second candidate is tested against (p - q)+ / (1 - a).
+    a = theory.acceptance_rate(P, Q)
+    r1 = theory.decompose(P, Q).residual
+    a1 = np.minimum(r1, Q).sum()
+    assert sh.node_acceptance == pytest.approx(1 - (1 - a) * (1 - a1), abs=1e-12)
+    q = next(x for x in iv.questions() if x.key == "trees")
+    assert f"= {sh.kary:.3f}" in q.reveal and f"= {sh.chains:.3f}" in q.reveal
+
+
+def test_block_keeps_11_9_on_the_toy_is_lossless_and_never_keeps_less():
+    from specviz.app import interview_topics as topics
+    from specviz.proof import block_trace, court
+    from specviz.proof.markov import random_chain
+
+    toy = topics.block_toy()
+    assert toy.token == pytest.approx(10 / 9, abs=1e-12) and toy.block == pytest.approx(11 / 9, abs=1e-12)
+    block = court.judge("block", court.toy_problem())
+    chain = court.judge("chain", court.toy_problem())
+    assert block.lossless and chain.lossless
+    assert block.expected_accepted_per_step == pytest.approx(11 / 9, abs=1e-9)
+    assert chain.expected_accepted_per_step == pytest.approx(10 / 9, abs=1e-9)
+    lossy = court.judge("block, lossy last threshold", court.toy_problem())  # control: keeping more is not enough
+    assert not lossy.lossless and lossy.expected_accepted_per_step > block.expected_accepted_per_step
+    for seed in range(6):  # block >= token for every context and draft count, on random chains
+        rng = np.random.default_rng(seed)
+        target, draft = random_chain(4, rng), random_chain(4, rng)
+        b = block_trace.block_expected_tokens(target, Drafter(draft), 3)
+        t = theory.chain_expected_tokens(target, Drafter(draft), 3)
+        assert (b >= t - 1e-12).all()
+
+
+def test_settings_reveal_numbers_and_a_zeroed_target_token_is_always_rejected():
+    from specviz.app import interview_topics as topics
+    from specviz.verifiers.processing import Settings, process_logits
+
+    st_ = topics.settings_facts()
+    assert st_.target_unprocessed_tv > 0.05 and st_.q_unprocessed_tv > 0.05
+    q = next(x for x in iv.questions() if x.key == "settings")
+    assert f"TV {st_.target_unprocessed_tv:.3f}" in q.reveal and f"TV {st_.q_unprocessed_tv:.3f}" in q.reveal
+    p = np.asarray(process_logits(np.log(P), Settings(top_k=2)))
+    assert p[3] == 0
+    u = np.linspace(0, 1, 101)[:-1]
+    n = u.size
+    res = verify(np.tile(p, (n, 2, 1)), np.tile(Q, (n, 1, 1)), np.full((n, 1), 3), np.ones(n, int),
+                 uniforms=(u[:, None], u))  # fmt: skip
+    assert (np.asarray(res.num_accepted) == 0).all()  # whatever the coin
+
+
+def test_unclamped_residual_shows_where_the_reveal_says_and_not_on_the_textbook():
+    from specviz.app import interview_topics as topics
+    from specviz.app.position import preset, sample_position
+
+    un = topics.unclamped()
+    p, q = (np.array(x) for x in preset(un.preset))
+    draws = sample_position(p, q, 200_000, un.K, "unclamped_residual", 9)
+    counts = np.bincount(draws.first_tokens, minlength=p.size)
+    assert chi2_passes(counts, theory.position_law(p, q, "unclamped_residual", K=un.K))
+    assert not chi2_passes(counts, p)  # the mistake shows here
+    textbook = sample_position(P, Q, 200_000, 3, "unclamped_residual", 10)
+    assert chi2_passes(np.bincount(textbook.first_tokens, minlength=4), P)  # and not here: order matters
+    assert un.tv == pytest.approx(theory.total_variation(theory.position_law(p, q, "unclamped_residual", K=un.K), p))
+
+
+def test_ragged_bonus_comes_from_the_rows_own_position():
+    from specviz.app import interview_topics as topics
+
+    for K in (1, 4, 6):
+        for j in range(K + 1):
+            rb = topics.ragged_bonus(j, K)
+            assert rb.rule == j and rb.mistake == K
+    q = next(x for x in iv.questions() if x.key == "ragged")
+    nd, K = iv.RAGGED_EXAMPLE
+    assert f"emits token {nd} as the bonus" in q.reveal and f"mistake emits token {K}" in q.reveal

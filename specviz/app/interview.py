@@ -26,6 +26,7 @@ The formulas (a = acceptance rate, K drafts, c = drafter cost relative to one ta
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..proof import theory
+from . import interview_topics as topics
 from . import speed
 
 REFERENCE_P = theory.REFERENCE_P  # the textbook example, one definition for the whole project
@@ -43,6 +45,28 @@ TYPICAL_EXAMPLE = (0.3, 0.6)  # epsilon, delta of the typical-acceptance questio
 # 989 TFLOP/s dense BF16, 3.35 TB/s HBM3), used only as a worked example of a ridge point.
 EXAMPLE_PEAK_FLOPS = 989e12
 EXAMPLE_BANDWIDTH = 3.35e12
+KV_EXAMPLE = (60, 8, 2, 16)  # context L, drafts K, accepted j, page size of the KV-cache question
+TREE_EXAMPLE = (2, 3)  # candidates per node k, depth of the tree question
+RAGGED_EXAMPLE = (2, 4)  # num_draft[b], padded width K of the ragged question
+FIRST_REJECTION_CHOICES = (
+    "it was drafted after the rejected token: its p and q belong to a context the output does not contain",
+    "to save compute: counting it would be just as exact",
+    "its coin was already used by draft 2",
+    "it is not thrown away: every passing draft counts",
+)
+TREE_CHOICES = ("p again", "the residual (p − q)₊ normalized", "q", "uniform over the tokens not yet tried")
+SETTINGS_CHOICES = (
+    "p after the request's temperature and top-p; q exactly as the drafter sampled (temperature 1)",
+    "both as raw softmax, before any setting",
+    "both after the request's settings",
+    "p raw; q after the request's settings",
+)
+RAGGED_CHOICES = (
+    "row num_draft[b], its own next position",
+    "row K, the last padded row",
+    "row num_draft[b] + 1",
+    "the drafter's last row",
+)
 
 
 # --- the formulas ------------------------------------------------------------------------------
@@ -282,7 +306,117 @@ def questions() -> list[Question]:
             f"Exact first-token law here: {np.round(typ, 3).tolist()}, TV {_fmt(theory.total_variation(typ, p))} "
             "from p.",
         ),
-    ]  # fmt: skip
+    ] + list(_topic_questions())  # fmt: skip
+
+
+def _tv_text(tv: float) -> str:
+    return "< 1e-12" if tv < 1e-12 else _fmt(tv)
+
+
+@functools.lru_cache(maxsize=1)
+def _topic_questions() -> tuple[Question, ...]:
+    """The later topics (interview_topics computes every number); cached: the catalogue's laws take a while."""
+    p, q = np.array(REFERENCE_P), np.array(UNIFORM_Q)
+    a = theory.acceptance_rate(p, q)
+    tv1, tv3 = topics.count_after_rejection_tv(1), topics.count_after_rejection_tv(3)
+    L, Kv, jv, page = KV_EXAMPLE
+    kv = topics.kv_rollback(L, Kv, jv, page)
+    k, depth = TREE_EXAMPLE
+    sh = topics.tree_shapes(k, depth)
+    a1 = 1 - (1 - sh.node_acceptance) / (1 - a)  # the second candidate's acceptance, against the residual
+    toy = topics.block_toy()
+    st = topics.settings_facts()
+    un = topics.unclamped()
+    nd, Kr = RAGGED_EXAMPLE
+    rb = topics.ragged_bonus(nd, Kr)
+    return (
+        Question(
+            "first_rejection", "Why stop at the first rejection",
+            "Draft 2 is rejected, but draft 3's coin would pass its own test. Why is draft 3 thrown away?",
+            "choice", FIRST_REJECTION_CHOICES, FIRST_REJECTION_CHOICES[0], 0.0,
+            "Draft 3 and its p and q were computed with draft 2 in the context; once draft 2 is replaced, that "
+            "context is not in the output. Counting passing drafts anyway is the count_after_rejection mistake: its "
+            "first token follows (1 − (1 − a)ᴷ) · min(p, q) / a + (1 − a)ᴷ · residual, at TV "
+            f"{_fmt(tv3)} from p in the textbook example with K = 3 (TV {_tv_text(tv1)} at K = 1, where no draft "
+            "comes after the first).",
+        ),
+        Question(
+            "kv_rollback", "KV-cache rollback",
+            f"The context holds L = {L} tokens (its last one, emitted by the previous round, is in no cache yet). "
+            f"K = {Kv} drafts, the first {jv} accepted; the target's KV cache has pages of {page} positions. After "
+            "the round, how many of the target's pages can be freed?",
+            "number", (), float(kv.pages_freed), 0.0,
+            f"The verification pass fed the last context token and the {Kv} drafts: the target holds "
+            f"{kv.target_written} positions ({kv.pages_held} pages). It keeps the context and the {jv} accepted "
+            f"drafts, {kv.target_kept} positions ({kv.pages_kept} pages), and drops the rejected draft and every "
+            f"draft after it ({kv.target_dropped} positions): {kv.pages_freed} page freed. The replacement token has "
+            "no KV anywhere yet: it was drawn from p at the last kept position, and the next pass feeds it first. "
+            f"The drafter fed {kv.drafter_written} positions (never its last draft) and keeps {kv.drafter_kept}. "
+            "When all K drafts survive, the bonus token comes from p at position K; its KV, like the "
+            "replacement's, comes from the next pass, and the drafter then feeds 2 tokens: its last draft and the "
+            "bonus.",
+        ),
+        Question(
+            "trees", "Trees: the recursive residual",
+            f"A node has k = {k} candidates drawn i.i.d. from q. The first is rejected. What is the second tested "
+            "against?",
+            "choice", TREE_CHOICES, TREE_CHOICES[1], 0.0,
+            "The residual r₁ = (p − q)₊ / (1 − a): the rejected candidate left exactly that mass missing, so "
+            f"testing the next one against r₁ (and the next against r₂, built from r₁ the same way) keeps the node's "
+            f"law p. The second is accepted with a₁ = Σₓ min(r₁(x), q(x)) = {_fmt(a1)}, so the node accepts with "
+            f"A = 1 − (1 − a)(1 − a₁) = {_fmt(sh.node_acceptance)} against a = {_fmt(a)}. Shapes at depth {depth}: "
+            f"{k} chains from the root branch only there, A · (1 + a + a²) = {_fmt(sh.chains)} drafts kept per step; "
+            f"the full {k}-ary tree branches at every node, A + A² + A³ = {_fmt(sh.kary)}; one chain "
+            f"{_fmt(sh.chain)}.",
+        ),
+        Question(
+            "block", "Block against token verification",
+            f"Sun et al.'s toy: p = (1/3, 2/3), q = (2/3, 1/3), K = {toy.K}. Token-by-token verification keeps "
+            f"{_fmt(toy.token, 4)} drafts per step. How many does block verification keep?",
+            "number", (), toy.block, 0.005,
+            f"{_fmt(toy.block, 4)} = 11/9 against 10/9. Block verification judges the drafts as a block: from the "
+            "weights wᵢ of every prefix it sets a threshold per draft, keeps the longest prefix whose coin passes, "
+            "and draws the extra token from the residual of w·p against q there, so a draft token verification "
+            "would reject can still be kept when the drafts before it had mass to spare. Its output "
+            "is still exactly p (the court's exact law of the toy: TV 0), and in expectation it never keeps fewer "
+            "drafts than token verification.",
+        ),
+        Question(
+            "settings", "p and q under temperature, top-k and top-p",
+            "The request asks temperature 0.7 and top-p 0.9; the drafter samples at temperature 1 with no top-p. "
+            "Which p and q must the rule be given?",
+            "choice", SETTINGS_CHOICES, SETTINGS_CHOICES[0], 0.0,
+            "Lossless means the output follows plain decoding with the request's settings, so p is the target "
+            "after temperature, top-k and top-p; q is the law each draft really came from, the drafter's own "
+            "settings included. They need not match. Top-k or top-p on the target zero some tokens of p: a draft "
+            "there is always rejected. Getting it wrong in the catalogue's example: the raw target gives TV "
+            f"{_fmt(st.target_unprocessed_tv)} from the processed p (textbook example); the drafter's raw q "
+            f"instead of the one it sampled from gives TV {_fmt(st.q_unprocessed_tv)} "
+            f"(p = {topics.SETTINGS_P.tolist()}, q = {topics.SETTINGS_Q.tolist()}).",
+        ),
+        Question(
+            "unclamped", "The unclamped residual",
+            "The residual written as p − q without max(0, ·), then sampled by a running sum against u times its "
+            "positive mass. Lossless?",
+            "choice", ("lossless", "lossy"), "lossy", 0.0,
+            "Lossy, though not in every example: the negative entries of p − q pull the running sum back down, so "
+            "tokens after a negative entry come out too rarely or never, and the mass the sum never reaches goes to "
+            "the last token. In the textbook example the negative entries come last and the first token is still p "
+            f"(TV {_tv_text(un.textbook_tv)}); "
+            f"on the '{un.preset}' preset with K = {un.K} it is TV {_fmt(un.tv)} from p. One friendly example does "
+            "not prove a rule.",
+        ),
+        Question(
+            "ragged", "Ragged batching",
+            f"A batch is padded to K = {Kr} drafts; row b has num_draft[b] = {nd} and both are accepted. Which "
+            "target row does its bonus token come from?",
+            "choice", RAGGED_CHOICES, RAGGED_CHOICES[0], 0.0,
+            f"Row {nd}: the target's output after the row's own last draft. Rows past num_draft[b] follow padding, "
+            f"not text. On a target whose row t is one-hot on token t, specviz.verify emits token {rb.rule} as the "
+            f"bonus; the wrong_bonus_row mistake emits token {rb.mistake}. Draft tokens past num_draft[b] are never "
+            "read, and outputs are padded with −1 to K + 1 tokens.",
+        ),
+    )  # fmt: skip
 
 
 def check(question: Question, answer: str | float | None) -> bool:
