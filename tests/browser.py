@@ -40,6 +40,8 @@ PAGES = {  # url path -> a text the page must show once rendered
     "sampling-settings": "Sampling settings",
     "interview": "Interview walkthrough",
     "real-text": "Real text",
+    "one-round": "One round, step by step",
+    "find-the-bug": "Find the bug",
 }
 
 
