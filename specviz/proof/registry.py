@@ -121,6 +121,7 @@ def check(entries: dict[str, Entry] = VERIFIERS) -> None:
 
 
 check()
+_BUILT_IN = frozenset(VERIFIERS)
 
 
 def get(name: str) -> Entry:
@@ -139,8 +140,41 @@ def own_verifier(kind: str) -> Entry:
 
 
 def court_rules() -> dict[str, Callable[..., Any]]:
-    """The rules the exact court judges by name: every entry with verify's signature, by title."""
-    return {e.title: e.function for e in VERIFIERS.values() if e.signature == "verify"}
+    """The rules the exact court judges by name: every entry with verify's signature, by title.
+
+    The same dict object for the life of the process (:data:`specviz.proof.court.RULES` is it),
+    kept up to date by :func:`register`."""
+    _COURT_RULES.clear()
+    _COURT_RULES.update({e.title: e.function for e in VERIFIERS.values() if e.signature == "verify"})
+    return _COURT_RULES
+
+
+_COURT_RULES: dict[str, Callable[..., Any]] = {}
+
+
+def register(entry: Entry) -> Entry:
+    """Add ``entry`` to :data:`VERIFIERS` at run time (a verifier outside the package, or the
+    worked example of docs/design.md); a verifier of the package is a line in :data:`VERIFIERS`.
+    Refuses a name or a court title already taken, and a malformed entry."""
+    if entry.name in VERIFIERS:
+        raise InputError("entry", "a verifier name not yet registered", repr(entry.name))
+    if any(e.title == entry.title for e in VERIFIERS.values()):
+        raise InputError("entry", "a court title not yet registered", repr(entry.title))
+    if not callable(entry.function):
+        raise InputError("entry", "a callable function", type(entry.function).__name__)
+    trial = {**VERIFIERS, entry.name: entry}
+    check(trial)
+    VERIFIERS[entry.name] = entry
+    court_rules()
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove an entry added by :func:`register` (the package's own entries stay)."""
+    if name in _BUILT_IN:
+        raise InputError("name", "a verifier added by register()", f"{name!r}, one of the package's own")
+    VERIFIERS.pop(name, None)
+    court_rules()
 
 
 def entry_of(fn: Callable[..., Any]) -> Entry | None:
