@@ -19,9 +19,18 @@ real trees by ``specviz.proof.court.judge_tree``), or one with verify's signatur
 like ``specviz.verifiers.tree.verify_tree_chain``), with tree verification's mistakes as controls. The
 default verifier of each kind is the package's own.
 
+The verifier is held to account (``specviz.proof.harness``): anything it raises, ``SystemExit``
+included, is its case's ERROR; ``--timeout`` seconds (default 60, 0 for none) stop a case that
+hangs, as an ERROR naming it; float tokens are an error, not truncated; it gets read-only
+arrays, and a write into one is an error naming the argument; what it prints goes to stderr,
+so ``--json`` prints JSON only.
+
+``specviz list`` prints the verifier registry (``specviz.proof.registry``: each verifier's kind,
+signature, lossless or lossy, reference and mistakes), the scenarios and the bugs.
+
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
-something fails, raises or a bug is missed; 2 for bad arguments; 3 when nothing failed but
-some case is inconclusive (N too small).
+something fails, raises, runs past its time limit or a bug is missed; 2 for bad arguments;
+3 when nothing failed but some case is inconclusive (N too small).
 """
 
 from __future__ import annotations
@@ -124,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     shipped.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
-    sub.add_parser("list", help="list scenarios (with the emitted tokens each judges) and bugs")
+    sub.add_parser("list", help="list the verifiers (the registry), the scenarios (with the emitted tokens each "
+                   "judges) and the bugs")
     return ap
 
 
