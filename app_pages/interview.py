@@ -155,9 +155,12 @@ def kv_widget() -> None:
     r = topics.kv_rollback(L, K, j, page)
     with c2:
         m = st.columns(2)
-        m[0].metric("target keeps (positions)", f"{r.target_kept}", f"−{r.target_dropped} dropped", delta_color="off")
-        m[1].metric("pages freed", f"{r.pages_freed}", f"{r.pages_kept} of {r.pages_held} kept", delta_color="off")
-        m[0].metric("drafter keeps", f"{r.drafter_kept}", f"of {r.drafter_written} fed", delta_color="off")
+        m[0].metric("target keeps (positions)", f"{r.target_kept}", f"−{r.target_dropped} dropped", delta_color="off",
+                     delta_arrow="off")  # fmt: skip
+        m[1].metric("pages freed", f"{r.pages_freed}", f"{r.pages_kept} of {r.pages_held} kept", delta_color="off",
+                     delta_arrow="off")  # fmt: skip
+        m[0].metric("drafter keeps", f"{r.drafter_kept}", f"of {r.drafter_written} fed", delta_color="off",
+                     delta_arrow="off")  # fmt: skip
         m[1].metric("the drafter feeds next round", f"{r.next_drafter_feed} token(s)")
         st.caption(f"The target fed L + K = {r.target_written} positions; the token this round emits is in no cache "
                    "until the next pass feeds it.")  # fmt: skip
@@ -168,28 +171,27 @@ def trees_widget() -> None:
     with c1:
         k = st.slider("candidates per node k", 1, 4, key=S + "k")
         depth = st.slider("depth K", 1, 4, key=S + "d")
-        sh = topics.tree_shapes(k, depth)
-        st.metric("a node accepts one of k (recursive residual)", f"{sh.node_acceptance:.4f}")
-        st.metric(f"{tree_shapes.chains_name(k)}: drafts kept", f"{sh.chains:.4f}")
-        st.metric(f"{tree_shapes.kary_name(k)}: drafts kept", f"{sh.kary:.4f}")
+    sh = topics.tree_shapes(k, depth)
     with c2:
-        shapes = st.columns(2)
-        for col, par, name in ((shapes[0], tree.multi_draft_parents(k, depth), tree_shapes.chains_name(k)),
-                               (shapes[1], tree.kary_parents(k, depth), tree_shapes.kary_name(k))):  # fmt: skip
-            col.plotly_chart(presenter.chart(tree_shapes.shape_figure(par, name), st.session_state),
-                             key=S + "shape." + name)  # fmt: skip
+        m = st.columns(3)
+        m[0].metric("a node accepts one of k (recursive residual)", f"{sh.node_acceptance:.4f}")
+        m[1].metric(f"{tree_shapes.chains_name(k)}: drafts kept", f"{sh.chains:.4f}")
+        m[2].metric(f"{tree_shapes.kary_name(k)}: drafts kept", f"{sh.kary:.4f}")
+    shapes = st.columns(2, gap="large")
+    for col, par, name in ((shapes[0], tree.multi_draft_parents(k, depth), tree_shapes.chains_name(k)),
+                           (shapes[1], tree.kary_parents(k, depth), tree_shapes.kary_name(k))):  # fmt: skip
+        col.plotly_chart(presenter.chart(tree_shapes.shape_figure(par, name), st.session_state),
+                         key=S + "shape." + name)  # fmt: skip
 
 
 def block_widget() -> None:
     toy = topics.block_toy()
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        seed = st.number_input("seed of one block verification", 0, 2**32 - 1, step=1, key=S + "bs")
-        st.metric("token verification: drafts kept per step", f"{toy.token:.4f}")
-        st.metric("block verification: drafts kept per step", f"{toy.block:.4f}")
-    with c2:
-        trace = block_trace.seeded_block_trace(court.TOY_P, court.TOY_Q, toy.K, int(seed))
-        st.plotly_chart(presenter.chart(figures.block_steps(trace), st.session_state), key=S + "block_chart")
+    c = st.columns(3)
+    seed = c[0].number_input("seed of one block verification", 0, 2**32 - 1, step=1, key=S + "bs")
+    c[1].metric("token verification: drafts kept per step", f"{toy.token:.4f}")
+    c[2].metric("block verification: drafts kept per step", f"{toy.block:.4f}")
+    trace = block_trace.seeded_block_trace(court.TOY_P, court.TOY_Q, toy.K, int(seed))
+    st.plotly_chart(presenter.chart(figures.block_steps(trace), st.session_state), key=S + "block_chart")
 
 
 def settings_widget() -> None:
