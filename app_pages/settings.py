@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, flow, links, presenter
+from specviz.app import figures, flow, limits, links, presenter
 from specviz.app import settings_demo as sd
 from specviz.verifiers.processing import Settings
 
@@ -69,8 +69,10 @@ with left:
         zt, zd = sd.random_logits(int(seed))
         st.caption(f"{sd.RANDOM_V} standard normal logits times 1.5; the drafter's are the target's plus noise.")
     else:
-        tl = st.text_input("Target logits", key=S + "tl", help="comma or space separated; -inf rules a token out")
-        dl = st.text_input("Draft logits", key=S + "dl", help="as many as the target's")
+        tl = st.text_input("Target logits", key=S + "tl", help="comma or space separated; -inf rules a token out",
+                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
+        dl = st.text_input("Draft logits", key=S + "dl", help="as many as the target's",
+                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
         try:
             zt, zd = sd.parse_logits(tl, "target logits"), sd.parse_logits(dl, "draft logits")
             if zt.size != zd.size:

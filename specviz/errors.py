@@ -22,4 +22,5 @@ def digits(x: object) -> str:
     ``repr`` of the float64: a row summing to 1 + 2e-9 reads "1.000000002", where ``.6g``
     printed "1" and the message rounded away its own problem.
     """
-    return repr(float(x))  # type: ignore[arg-type]
+    text = repr(float(x))  # type: ignore[arg-type]
+    return text.removesuffix(".0")  # "4", not "4.0"

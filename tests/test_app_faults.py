@@ -7,6 +7,8 @@ import math
 import pytest
 from apptest import metric, open_page, texts
 
+from specviz.errors import InputError
+
 ESCAPED_KEY = "app.escaped_input_error"
 
 
@@ -113,3 +115,130 @@ def test_every_page_works_without_torch():
     assert "verified in one call" in batch["text"] and not batch["errors"]
     linked = out["app_pages/batch.py?backend=PyTorch CPU&B=8"]
     assert f"PyTorch CPU is not available here ({missing}); using NumPy." in linked["text"]
+
+
+# --- bounded text: every text box has a maximum, checked before parsing; the WebSocket limit --------
+
+
+def test_text_is_refused_by_its_length_before_any_parsing(monkeypatch):
+    from specviz.app import batch_demo, limits, position
+    from specviz.app import settings_demo as sd
+
+    calls = []
+    monkeypatch.setattr(position, "parse_number", lambda s: calls.append(s) or 0.5)
+    monkeypatch.setattr(position.re, "split", lambda *a, **k: calls.append(a) or [])
+    long_list = "0.5, " * (limits.MAX_TYPED_CHARS // 5 + 1)  # one character over, and 10 MB
+    for text in (long_list[: limits.MAX_TYPED_CHARS + 1], "1" * 10_000_000):
+        with pytest.raises(InputError, match=r"^p: expected at most 2,000 characters of text, got [\d,]+ characters"):
+            position.parse_text(text, "p")
+        with pytest.raises(InputError, match=r"^target logits: expected at most 2,000 characters"):
+            sd.parse_logits(text, "target logits")
+    assert not calls  # refused by its length: nothing was split or read
+    with pytest.raises(InputError, match=r"^draft counts: expected at most 50,000 characters"):
+        batch_demo.parse_counts("1," * 25_001, 10_000, 4)
+    # At the limit the text is parsed as before (and then judged on its values).
+    monkeypatch.undo()
+    assert position.parse_text("0.5 " + " " * (limits.MAX_TYPED_CHARS - 8) + "0.5", "p").values == [0.5, 0.5]
+    assert batch_demo.parse_counts(", ".join(["4"] * 10_000), 10_000, 4).sum() == 40_000
+
+
+def test_every_text_box_has_a_maximum_length():
+    # max_chars: the browser stops typing there and Streamlit truncates a longer crafted value.
+    from specviz.app import limits
+
+    seen = {}
+    setups = [
+        ("app_pages/exact.py", {}),
+        ("app_pages/settings.py", {"source": "typed"}),
+        ("app_pages/verifiers.py", {"source": "pq"}),
+        ("app_pages/batch.py", {"counts": "typed"}),
+        ("app_pages/text.py", {}),
+    ]
+    for page, query in setups:
+        at = open_page(page, query)
+        for box in [*at.text_input, *at.text_area]:
+            seen[(page, box.key)] = box.max_chars
+    assert len(seen) == 8, seen
+    assert all(0 < m <= limits.MAX_COUNTS_CHARS for m in seen.values()), seen
+    assert seen[("app_pages/batch.py", "batch.typed")] == limits.MAX_COUNTS_CHARS
+    assert seen[("app_pages/exact.py", "exact.p_text")] == limits.MAX_TYPED_CHARS
+
+
+def test_a_crafted_value_longer_than_the_box_is_cut_and_answered_inline():
+    # AppTest sets widget values the way a crafted message would: past what the browser allows.
+    at = open_page("app_pages/settings.py", {"source": "typed"})
+    at.text_input(key="settings.tl").set_value("1, " * 1_000_000).run()  # 3 MB
+    assert not at.exception and escaped(at) is None
+    assert at.text_input(key="settings.tl").value == ("1, " * 1_000)[:2000]  # Streamlit kept max_chars
+    assert "target logits: expected at most 64 logits, got 667" in texts(at.error)  # the cut text, judged
+
+
+def _largest_message(monkeypatch, runs) -> tuple[int, str]:
+    from apptest import ROOT
+    from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
+    from streamlit.testing.v1 import AppTest
+
+    sizes: list[int] = []
+    enqueue = ForwardMsgQueue.enqueue
+    monkeypatch.setattr(ForwardMsgQueue, "enqueue", lambda self, m: sizes.append(m.ByteSize()) or enqueue(self, m))
+    worst = (0, "")
+    for page, query, clicks in runs:
+        sizes.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.run()
+        at.switch_page(page)
+        at.query_params.update(query)
+        at.run()
+        for key in clicks:
+            at.button(key=key).click().run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        worst = max(worst, (max(sizes), f"{page} {query} {clicks}"))
+    return worst
+
+
+def test_server_max_message_size_fits_the_largest_message_with_room(monkeypatch):
+    import ast
+    import tomllib
+
+    from apptest import ROOT
+
+    from specviz.app import limits
+
+    limit_mb = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]["maxMessageSize"]
+    assert limit_mb == 2
+    pages = [ast.literal_eval(c.args[0]) for c in ast.walk(ast.parse((ROOT / "app.py").read_text()))
+             if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page"]  # fmt: skip
+    heavy = [  # the largest answers found: a full Real-text run and check, the Batch page at its caps
+        ("app_pages/text.py", {}, ["text.run", "text.check"]),
+        ("app_pages/batch.py", {"B": "10000", "K": "16", "V": "23"}, ["batch.run"]),
+        ("app_pages/find_bug.py", {}, ["findbug.reveal"]),
+    ]
+    size, where = _largest_message(monkeypatch, [(p, {}, []) for p in pages] + heavy)
+    assert 1_000 < size < limit_mb * 1e6 / 10, (size, where)  # a tenth of the limit at most: room to grow
+    assert 4 * limits.MAX_COUNTS_CHARS <= limit_mb * 1e6 / 10  # the longest typed text, 4 bytes a character
+
+
+def test_the_server_refuses_a_message_over_the_limit_unread():
+    browser = pytest.importorskip("browser")
+    pytest.importorskip("websockets")
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    def send(url: str, n_bytes: int) -> str:
+        msg = BackMsg()
+        msg.rerun_script.widget_states.widgets.add(id="no-such-widget", string_value="x" * n_bytes)
+        with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                     max_size=None, open_timeout=30) as ws:  # fmt: skip
+            ws.send(msg.SerializeToString())
+            try:
+                ws.recv(timeout=30)
+                return "answered"
+            except ConnectionClosed as e:
+                return f"closed {e.rcvd.code if e.rcvd else None}"
+
+    with browser.streamlit_server() as url:
+        assert send(url, 1_500_000) == "answered"  # control: under the 2 MB limit the app runs
+        assert send(url, 3_000_000) == "closed 1009"  # 1009: message too big, refused by the server
+        log = browser.server_log(url)
+    assert "Error deserializing" not in log and "Traceback" not in log

@@ -63,12 +63,18 @@ def test_own_p_and_q_change_the_numbers_and_bad_input_is_inline():
     m = metrics(at)
     assert m["chain: accepted drafts per step"][0] == f"{want['chain'].expected_accepted_per_step:.6f}"
     assert abs(want["chain"].expected_accepted_per_step - 0.6) < 1e-12  # sum min(p, q) = 0.2 + 0.4
-    at.text_input(key="verifiers.p").set_value("0.6, 0.6")
+    at.text_input(key="verifiers.p").set_value("0.6, 0.6")  # weights: divided by their sum, with a note
     run(at)
-    assert any("target_probs" in str(e.value) for e in at.error)
-    assert not at.metric  # no numbers for a problem that is not one
+    assert not at.error and any("p summed to 1.2, not 1; each value was divided by it" in i.value for i in at.info)
+    half = {j.rule: j for j in court.compare(["chain"], court.pair_problem([0.5, 0.5], [0.2, 0.8], 1))}
+    assert metrics(at)["chain: accepted drafts per step"][0] == f"{half['chain'].expected_accepted_per_step:.6f}"
+    assert abs(half["chain"].expected_accepted_per_step - 0.7) < 1e-12  # sum min(p, q) = 0.2 + 0.5
     link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert link["source"] == "pq" and link["p"] == "0.6, 0.6" and link["K"] == "1"
+    at.text_input(key="verifiers.p").set_value("0.6, -0.4")
+    run(at)
+    assert any("p: expected non-negative probabilities" in str(e.value) for e in at.error)
+    assert not at.metric  # no numbers for a problem that is not one
 
 
 def test_tree_section_follows_k():

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..proof.simulate import sample_rows
 from ..verifiers.verify import Uniforms, Verification, verify
-from .limits import MAX_BATCH_ELEMENTS, MAX_BATCH_ROWS, cap
+from .limits import MAX_BATCH_ELEMENTS, MAX_BATCH_ROWS, MAX_COUNTS_CHARS, cap, check_text
 
 BACKENDS = ("NumPy", "PyTorch CPU", "PyTorch CUDA")
 COUNT_MODES = ("random 0..K", "all K", "typed")
@@ -49,7 +49,8 @@ def cap_batch(B: int, K: int, V: int) -> BatchSize:
 
 def parse_counts(text: str, B: int, K: int) -> np.ndarray:
     """Typed per-row draft counts: ``"4, 2, 0, 3"`` -> (B,) int64, each in [0, K]."""
-    items = [s.strip() for s in str(text).replace(";", ",").split(",") if s.strip()]
+    text = check_text(text, "draft counts", MAX_COUNTS_CHARS)  # before any parsing
+    items = [s.strip() for s in text.replace(";", ",").split(",") if s.strip()]
     if len(items) != B:
         raise InputError("draft counts", f"B = {B} comma-separated counts, one per row", f"{len(items)}")
     out = np.empty(B, dtype=np.int64)

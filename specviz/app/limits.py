@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..errors import InputError
+
 MAX_TABLE_V = 64  # rows of the editable p/q table: more is unreadable on a projector
 MAX_POSITION_K = 8  # drafts per row on the one-position page
 # Batch page, per click. The click builds p and q (float32, B*(K+1)*V and B*K*V), verifies them
@@ -19,6 +21,11 @@ MAX_BATCH_ELEMENTS = 4_000_000  # B*(K+1)*V: 16 MB per float32 tensor
 MAX_BATCH_ROWS = 10_000  # B: every timed call pays per row; the results a page caches are per row
 MAX_PROVE_N = 1_000_000  # sequences in one Bug-lab test: ~3 s on a laptop core
 MAX_TOKENS_N = 200_000  # rows per measured point on the tokens page (17 points, two verifiers)
+# Typed text, checked before it is parsed: splitting and reading a 10 MB box took 5.3 s of server
+# CPU before the 64-value cap could refuse it. The text inputs carry the same max_chars, which
+# Streamlit also enforces on the server (it truncates what a crafted message sends).
+MAX_TYPED_CHARS = 2_000  # a typed p, q or logits: MAX_TABLE_V values of up to 30 characters each
+MAX_COUNTS_CHARS = 5 * MAX_BATCH_ROWS  # typed draft counts: one per row, "16, " is 4 characters
 
 
 class Capped(NamedTuple):
@@ -31,3 +38,11 @@ def cap(value: int, limit: int, what: str, why: str) -> Capped:
     if value <= limit:
         return Capped(int(value), None)
     return Capped(int(limit), f"{what} capped at {limit:,} (you asked for {value:,}): {why}.")
+
+
+def check_text(text: str, name: str, limit: int = MAX_TYPED_CHARS) -> str:
+    """``text`` itself when it has at most ``limit`` characters; an InputError before any parsing otherwise."""
+    text = str(text)
+    if len(text) > limit:
+        raise InputError(name, f"at most {limit:,} characters of text", f"{len(text):,} characters")
+    return text

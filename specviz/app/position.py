@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, digits
 from ..proof import bugs, theory
 from ..verifiers.verify import Verification, verify
-from .limits import MAX_POSITION_K, MAX_TABLE_V
+from .limits import MAX_POSITION_K, MAX_TABLE_V, check_text
 
 RENORMALIZE_ATOL = 1e-9  # |sum - 1| above this is the user's doing and is reported, not rounding
 
@@ -64,7 +64,7 @@ def parse_distribution(values: Sequence[Any], name: str) -> ParsedDist:
         raise InputError(name, "at least one positive entry", "all zeros: there is nothing to normalize")
     note = None
     if abs(total - 1) > RENORMALIZE_ATOL:
-        note = f"your {name} summed to {total:.6g}; divided by {total:.6g}"
+        note = f"your {name} summed to {digits(total)}; divided by {digits(total)}"
     return ParsedDist(out / total, total, note)
 
 
@@ -102,7 +102,7 @@ def parse_text(text: str, name: str) -> ParsedText:
     non-negative, a positive sum, at most MAX_TABLE_V values); a sum other than 1 is divided out
     and the message says so.
     """
-    items = [s for s in re.split(r"[,;\s]+", str(text)) if s]
+    items = [s for s in re.split(r"[,;\s]+", check_text(text, name)) if s]  # the length first
     if not items:
         raise InputError(name, TEXT_EXPECTED, "an empty text")
     values = []
@@ -122,10 +122,37 @@ def parse_text(text: str, name: str) -> ParsedText:
     if converted:
         message += " (" + "; ".join(converted[:6]) + ("; …" if len(converted) > 6 else "") + ")"
     if dist.note:
-        message += f"; normalized: sum was {dist.raw_sum:.6g}, each value divided by it"
+        message += f"; normalized: sum was {digits(dist.raw_sum)}, each value divided by it"
     else:
         message += "; they sum to 1"
     return ParsedText(values, dist, message)
+
+
+class TypedPair(NamedTuple):
+    p: tuple[float, ...]  # (V,) normalized
+    q: tuple[float, ...]  # (V,) normalized
+    notes: list[str]  # one per text divided by its sum: "p summed to 1.2, not 1; each value was divided by it"
+
+
+def parse_pair(p_text: str, q_text: str, max_v: int, why: str = "") -> TypedPair:
+    """Typed p and q (as :func:`parse_text` reads them) of one length in [1, max_v], each normalized;
+    ``why`` says why at most max_v.
+
+    A sum other than 1 is divided out and said in ``notes``, as the Why-it-is-exact page does,
+    rather than refused: the user typed weights, and the page shows what it used.
+    """
+    read = {name: parse_text(text, name) for name, text in (("p", p_text), ("q", q_text))}
+    V = len(read["p"].values)
+    if not 1 <= V <= max_v:
+        raise InputError("p", f"1 to {max_v} probabilities" + (f" ({why})" if why else ""), f"{V} of them")
+    if len(read["q"].values) != V:
+        raise InputError("q", f"{V} probabilities, as many as p", f"{len(read['q'].values)}")
+    notes = [
+        f"{name} summed to {digits(r.dist.raw_sum)}, not 1; each value was divided by it"
+        for name, r in read.items()
+        if r.dist.note
+    ]
+    return TypedPair(tuple(read["p"].dist.probs.tolist()), tuple(read["q"].dist.probs.tolist()), notes)
 
 
 def _plain_decimal(item: str) -> bool:

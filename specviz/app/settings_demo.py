@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import InputError
 from ..proof import theory
 from ..verifiers.processing import Settings, output_law, process_logits
+from . import limits
 
 # Logit presets (target, draft) over a small vocabulary, with a line saying what each shows.
 PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {
@@ -173,7 +174,7 @@ def parse_logits(text: str, name: str) -> np.ndarray:
     NaN and ``+inf`` are refused here (:func:`specviz.verifiers.processing.process_logits` would refuse
     them too, with a message about the array rather than the text).
     """
-    items = [s for s in str(text).replace(",", " ").split() if s]
+    items = [s for s in limits.check_text(text, name).replace(",", " ").split() if s]  # the length first
     if not items:
         raise InputError(name, "numbers separated by commas or spaces, e.g. 2, 1, 0, -inf", "nothing")
     if len(items) > MAX_TYPED_V:
