@@ -105,8 +105,9 @@ finally:  # also after st.stop(): the page's modules are imported by now
     lesson = flow.next_lesson(page.url_path)
     following = None if lesson is None else {p.url_path: p for p in PAGES}.get(lesson.url_path)
     if following is not None:
-        st.divider()
-        st.page_link(following, label=f"Next: {following.title}", icon=":material/arrow_forward:")
+        with st.container(key=presenter.NEXT_KEY):  # last on screen in presenter mode too (see presenter.py)
+            st.divider()
+            st.page_link(following, label=f"Next: {following.title}", icon=":material/arrow_forward:")
     # Streamlit collects garbage after every run, walking every object of the process (0.2 s here):
     # the first run of each page freezes the imported heap out of that walk (specviz/app/serving.py).
     serving.freeze_heap(page.url_path)

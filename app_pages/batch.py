@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import batch_demo, figures, flow, limits, links, presenter, results, serving
+from specviz.app import batch_demo, figures, flow, links, presenter, results, serving
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -77,7 +77,6 @@ with c2:
         key=S + "typed",
         placeholder="e.g. 4, 2, 0, 3",
         disabled=counts != "typed",
-        max_chars=limits.MAX_COUNTS_CHARS,
     )
     size = batch_demo.cap_batch(int(B_asked), K, int(V))
     count_error = None
@@ -173,29 +172,6 @@ with h:
     hist = figures.accepted_histogram(report.num_accepted, K, report.num_draft)
     st.plotly_chart(presenter.chart(hist, st.session_state), key=S + "hist")
 with t:
-    timings = pd.DataFrame(
-        [
-            {
-                "backend": x.backend,
-                "median time (ms)": 1000 * x.seconds,
-                "repeats": x.repeats,
-                "rows per second": x.rows_per_second,
-                "torch threads": "" if x.threads is None else str(x.threads),
-                "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
-            }
-            for x in report.timings
-        ]
-    )
-    st.dataframe(
-        timings,
-        hide_index=True,
-        column_config={
-            "median time (ms)": st.column_config.NumberColumn(format="%.3f"),
-            "rows per second": st.column_config.NumberColumn(format="%,.0f"),
-            "torch threads": st.column_config.TextColumn(help="torch.get_num_threads() during the timing"),
-            "agrees": st.column_config.TextColumn(help="same tokens as NumPy on the same uniforms"),
-        },
-    )
     st.plotly_chart(
         presenter.chart(
             figures.timing_bar([x.backend for x in report.timings], [x.rows_per_second for x in report.timings]),
@@ -203,24 +179,48 @@ with t:
         ),
         key=S + "timing",
     )
-    st.caption(
-        "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
-        "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
-        "already on the device, validation off as on a serving hot path. Building the random batch took "
-        f"{report.generate_seconds:.2f} s and is not included. {batch_demo.loops_note()}"
-        + "".join(
-            f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
-            + (
-                " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
-                "views of the tensors (torch's own kernels were slower there); handing them over and the results "
-                "back (numpy() and from_numpy) is all that differs."
-                if x.backend == "PyTorch CPU"
-                else ""
-            )
-            for x in report.timings
-            if x.threads is not None
+# The table spans the page: in half of it the last column ("agrees", the correctness check) was cut.
+timings = pd.DataFrame(
+    [
+        {
+            "backend": x.backend,
+            "median time (ms)": 1000 * x.seconds,
+            "repeats": x.repeats,
+            "rows per second": x.rows_per_second,
+            "torch threads": "" if x.threads is None else str(x.threads),
+            "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
+        }
+        for x in report.timings
+    ]
+)
+st.dataframe(
+    timings,
+    hide_index=True,
+    column_config={
+        "median time (ms)": st.column_config.NumberColumn(format="%.3f"),
+        "rows per second": st.column_config.NumberColumn(format="%,.0f"),
+        "torch threads": st.column_config.TextColumn(help="torch.get_num_threads() during the timing"),
+        "agrees": st.column_config.TextColumn(help="same tokens as NumPy on the same uniforms", width="large"),
+    },
+)
+st.caption(
+    "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
+    "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
+    "already on the device, validation off as on a serving hot path. Building the random batch took "
+    f"{report.generate_seconds:.2f} s and is not included. {batch_demo.loops_note()}"
+    + "".join(
+        f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
+        + (
+            " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
+            "views of the tensors (torch's own kernels were slower there); handing them over and the results "
+            "back (numpy() and from_numpy) is all that differs."
+            if x.backend == "PyTorch CPU"
+            else ""
         )
+        for x in report.timings
+        if x.threads is not None
     )
+)
 
 settings = {**values, "B": B, "V": size.V}  # what ran, after the caps
 d1, d2 = st.columns(2)

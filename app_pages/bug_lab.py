@@ -85,6 +85,8 @@ with left:
             st.caption(f"Caught by: {fault.caught_by}.")
 with right:
     prediction = st.radio("Your prediction", PREDICTIONS, index=None, key=S + "prediction")
+    # Right under the prediction: in view on a 1280 x 720 projector without scrolling (N and seed rarely change).
+    clicked = st.button("Run the test", type="primary", key=S + "run")
     n_asked = st.number_input("N sequences", min_value=1, step=10_000, key=S + "n")
     n, n_note = limits.cap(
         int(n_asked), limits.MAX_PROVE_N, "N", "a larger test takes more than a few seconds per click"
@@ -92,7 +94,6 @@ with right:
     if n_note:
         st.warning(n_note, icon=":material/content_cut:")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
-    clicked = st.button("Run the test", type="primary", key=S + "run")
 
 shown_settings = {"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}
 if prediction is not None:
@@ -105,7 +106,8 @@ if clicked or from_link:  # a link restores the result too (N within its cap), n
 # --- reveal ----------------------------------------------------------------------------------------
 st.divider()
 if st.session_state.get(S + "ran") != run_key:
-    st.info("Make your prediction, then click **Run the test**.")
+    if not presenter.presenting(st.session_state):  # in presenter mode it would push the inputs below the fold
+        st.info("Make your prediction, then click **Run the test**.")
     raise flow.EndOfPage  # st.stop() would drop the Next link
 
 try:

@@ -84,7 +84,10 @@ with left:
         base,
         key=f"{S}table{st.session_state[S + 'table_version']}",
         num_rows="dynamic",
+        hide_index=False,  # the token numbers: the class reads "token 2" off the chart and finds its row here
         column_config={
+            "_index": st.column_config.NumberColumn("token", help="token id: the chart's token 0, 1, ...",
+                                                    disabled=True),  # fmt: skip
             "p": st.column_config.NumberColumn("p (target)", format="%.4f", help="target probability of this token"),
             "q": st.column_config.NumberColumn("q (draft)", format="%.4f", help="draft probability of this token"),
         },
@@ -99,13 +102,13 @@ with left:
             position.PRESETS,
             key=S + "preset",
             placeholder="your own table (no preset): choose one to replace it",
-            format_func=lambda name: f"{name}: {position.PRESET_HELP[name]}",
-            on_change=load_preset,
+            on_change=load_preset,  # the name alone fits the box on a projector; what it holds is said below
         )
+        if st.session_state[S + "preset"] is not None:
+            st.caption(position.PRESET_HELP[st.session_state[S + "preset"]].capitalize() + ".")
     with st.expander("Type p and q as text"):
-        st.text_input("p", key=S + "p_text", placeholder="e.g. 1/2, 30%, 0.15, 5e-2", max_chars=limits.MAX_TYPED_CHARS)
-        st.text_input("q", key=S + "q_text", placeholder="e.g. 0.25 0.25 0.25 0.25 (leave empty to keep q)",
-                      max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
+        st.text_input("p", key=S + "p_text", placeholder="e.g. 1/2, 30%, 0.15, 5e-2")
+        st.text_input("q", key=S + "q_text", placeholder="e.g. 0.25 0.25 0.25 0.25 (leave empty to keep q)")
         st.button("Use these", key=S + "use_text", on_click=load_text)
         st.caption("Commas, semicolons or spaces between numbers; fractions (1/4), percents (25%), 1e-3.")
         text_notes, text_errors = st.session_state.pop(S + "text_result", ([], []))
@@ -234,8 +237,14 @@ with b2:
             if bug != NONE and tv <= position.SHOWN_TV and where is not None:
                 st.warning(
                     f"With this p, q and K, {bug} leaves the first token's law at p (TV 0): nothing to see here. "
-                    f"Click *Show me* for a setting where it moves it by TV {where.tv:.3f}.",
+                    f"The button below loads a setting where it moves it by TV {where.tv:.3f}.",
                     icon=":material/visibility_off:",
+                )
+                st.button(  # right under the warning that names it (the one beside the bug's explanation is far)
+                    f"Show me: load '{where.preset}' with K = {where.K} (TV {where.tv:.3f})",
+                    key=S + "show_me_here",
+                    on_click=show_me,
+                    args=(where,),
                 )
 
         buttons = st.columns(len(SAMPLE_SIZES) + 1)
@@ -270,7 +279,10 @@ with b2:
             trace = pd.DataFrame(state["trace"])
             # The drawn slot has no p/q test: a dash says so where a missing value would read "None".
             trace["p/q"] = [f"{v:.4f}" if v == v else "— (drawn, not tested)" for v in trace["p/q"]]
-            st.dataframe(trace, hide_index=True)
+            st.dataframe(trace, hide_index=True, column_config={  # wide enough for "replacement (after the rejection)"
+                "outcome": st.column_config.TextColumn(width="large"),
+                "p/q": st.column_config.TextColumn(width="medium"),
+            })  # fmt: skip
 
 # --- the derivation --------------------------------------------------------------------------------
 st.divider()
@@ -283,10 +295,9 @@ st.latex(
 st.markdown("The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:")
 st.latex(r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)")
 st.markdown("The residual is what q under-proposes, normalized, and its normalizer is the same 1 − a:")
-st.latex(
-    r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}, \qquad"
-    r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)"
-)
+# Two displays, not one: side by side they ran past a 1280 px projector's edge at "= TV(p".
+st.latex(r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}")
+st.latex(r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)")
 st.markdown("So the two factors 1 − a cancel, and min plus the positive part of the difference is p:")
 st.latex(r"P(\text{emit } x) = \min\big(p(x), q(x)\big) + \max\big(0,\, p(x) - q(x)\big) = p(x)")
 st.markdown(

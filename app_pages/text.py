@@ -107,8 +107,8 @@ with right:
     # The controls sit over the text they write, in one row sized to their labels (three equal columns in the
     # narrow left column wrapped "Run to 200 characters" at 1280 px).
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
-        st.button("Step", key=S + "step", on_click=set_rounds, args=(rounds + 1,), disabled=rounds >= MAX_ROUNDS,
-                  wrap=False)  # fmt: skip
+        st.button("Step", type="primary", key=S + "step", on_click=set_rounds, args=(rounds + 1,),
+                  disabled=rounds >= MAX_ROUNDS, wrap=False)  # fmt: skip
         st.button(f"Run to {RUN_TO} characters", key=S + "run", on_click=run_to, wrap=False)
         st.button("Clear", key=S + "clear", on_click=set_rounds, args=(0,), wrap=False)
         show_rejected = st.toggle("show rejected drafts", key=S + "rej",
@@ -179,7 +179,7 @@ with c1:
         st.warning(n_note, icon=":material/content_cut:")
     bug = st.selectbox("Verifier", BUG_NAMES, key=S + "bug",
                        format_func=lambda b: b if b == NONE else f"bug: {b} ({BUGS[b].title.lower()})")  # fmt: skip
-    clicked = st.button("Run the check", type="primary", key=S + "check")
+    clicked = st.button("Run the check", key=S + "check")  # the page's primary button is Step, on top
 shown |= {"n": int(n_asked), "bug": bug}
 check_key = (prompt, int(K), float(T), int(seed), n, bug)
 if clicked:

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, position, presenter, results, tree_shapes
+from specviz.app import figures, links, presenter, results, tree_shapes
 from specviz.proof import block_trace, court, prove, stats
 from specviz.verifiers import tree
 
@@ -34,7 +34,7 @@ PARAMS = [
 MAX_MEASURE_N = 100_000  # sequences per rule of one measurement: a few seconds for 7 rules
 TREE_ROWS = 10_000  # measured trees per rule: 85 nodes at k = 3, K = 3 take a fraction of a second
 SOURCE_LABELS = {
-    TOY: "The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), 2 drafts",
+    TOY: "Toy example (block paper)",  # p = (1/3, 2/3), q = (2/3, 1/3), K = 2: said under the box
     PQ: "Your own p and q (the same at every position)",
     **{name: f"Scenario: {prove.SCENARIOS[name].title}" for name in SCENARIOS},
 }
@@ -78,28 +78,36 @@ def measure_tree(p: tuple[float, ...], q: tuple[float, ...], k: int, depth: int,
 
 
 def chart(rows: list[dict]) -> go.Figure:
+    # Horizontal bars: rule names read level on a projector (rotated ones ran off the chart), and each bar's TV
+    # label sits past its end at full size instead of shrinking to the bar's width and running into the next one.
     fig = go.Figure()
+    top = max([r["tokens per step"] for r in rows if not math.isnan(r["tokens per step"])] or [1.0])
     for verdict, colour in VERDICT_COLOURS.items():
         sel = [r for r in rows if r["verdict"] == verdict]
         if not sel:
             continue
         fig.add_bar(
-            x=[r["rule"] for r in sel],
-            y=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
+            y=[r["rule"] for r in sel],
+            x=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
+            orientation="h",
             name=verdict,
             marker_color=colour,
-            text=[f"TV {results.tv_text(r['TV from target'])}" if verdict != "refused" else "refused" for r in sel],
+            text=[f"{verdict}, TV {results.tv_text(r['TV from target'])}" if verdict != "refused" else "refused"
+                  for r in sel],  # fmt: skip
             textposition="outside",
             textfont_size=figures.FONT["size"],
-            constraintext="none",  # Plotly shrank outside labels to the bar's width: 8 px on a projector
+            constraintext="none",
             cliponaxis=False,
         )
+    # No legend and no axis title: each bar says its verdict, and at a projector's 340 px every row keeps its label.
     fig.update_layout(
-        title="Exact tokens per target pass, coloured by the computed verdict",
-        yaxis_title="E[tokens per verification]",
-        xaxis={"categoryorder": "array", "categoryarray": [r["rule"] for r in rows]},
+        title="Exact E[tokens per verification], with the computed verdict and TV",
+        xaxis_range=[0, top * 1.7],  # room for the labels past the longest bar
+        yaxis={"categoryorder": "array", "categoryarray": [r["rule"] for r in rows][::-1], "automargin": True},
+        height=30 * len(rows) + 90,
         margin={"t": 60, "b": 10},
-        legend_title_text="verdict",
+        showlegend=False,
+        bargap=0.25,
     )
     return fig
 
@@ -119,10 +127,10 @@ for note in link_notes:
 left, right = st.columns([1, 2], gap="large")
 with left:
     source = st.selectbox("Problem", SOURCES, format_func=SOURCE_LABELS.get, key=S + "source")
-    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ,
-                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
-    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ,
-                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
+    if source == TOY:  # the box holds a short name (a long one was cut on a projector); the numbers go here
+        st.caption("The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), K = 2 drafts.")
+    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ)
+    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ)
     K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
     k = st.slider("Candidates per node k (trees)", 1, 3, key=S + "k")
     seed = st.number_input("Seed (measurements)", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
@@ -133,11 +141,10 @@ with right:
         p: tuple[float, ...] = ()
         q: tuple[float, ...] = ()
         if source == PQ:  # the texts are read only when they define the problem (a link may carry junk)
-            typed = position.parse_pair(p_text, q_text, MAX_V, "the court enumerates every draft sequence")
-            p, q = typed.p, typed.q
-            for note in typed.notes:  # a sum other than 1 is divided out, as on Why it is exact
-                st.info(f"{links.plain(note)}. Every number below uses the divided values.",
-                        icon=":material/functions:")  # fmt: skip
+            p, q = tuple(links.parse_floats(p_text)), tuple(links.parse_floats(q_text))
+            if not 1 <= len(p) <= MAX_V:
+                expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
+                raise InputError("p", expected, f"{len(p)} of them")
         rows = court.table(judge_all(source, p, q, int(K), int(k)))
         for r in rows:  # one name per tree shape: the court's tree rows are k chains from the root
             r["rule"] = tree_shapes.court_label(r["rule"], int(k))

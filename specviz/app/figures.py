@@ -246,6 +246,7 @@ def token_strips(
             y=[f"row {b}" for b in range(R)],
             text=text,
             texttemplate="%{text}",
+            textfont=dict(size=FONT["size"]),  # unset, Plotly shrinks the text to the cell (9 px on a projector)
             customdata=hover,
             hovertemplate="%{customdata}<extra></extra>",
             colorscale=scale,
@@ -256,8 +257,9 @@ def token_strips(
             colorbar=dict(tickvals=list(range(len(STATES))), ticktext=list(STATES), title=""),
         )
     )
-    fig.update_yaxes(autorange="reversed")
-    return _layout(fig, f"Token strips (first {R} rows)", height=120 + 30 * R)
+    fig.update_yaxes(autorange="reversed", dtick=1)  # every row labelled
+    # meta "rows" (presenter.ROW_FIGURE): a projector scales it with its fonts rather than capping its height
+    return _layout(fig, f"Token strips (first {R} rows)", height=120 + 30 * R, meta={"kind": "rows"})
 
 
 def accepted_histogram(num_accepted: np.ndarray, K: int, num_draft: np.ndarray | None = None) -> go.Figure:
@@ -350,8 +352,10 @@ def joint_comparison(observed: np.ndarray, law: np.ndarray, V: int, L: int) -> g
         hovertemplate="%{x}<br>(o − e)/√e = %{y:.2f}<extra></extra>",
     )
     fig.update_yaxes(title_text="probability", row=1, col=1)
-    fig.update_yaxes(title_text="(o − e)/√e", row=2, col=1)
-    fig.update_xaxes(tickangle=-90, tickfont=dict(size=10), row=2, col=1)
+    # The residuals' axis on the right: stacked on the left, the two titles ran together ("(o − e)/√e probability").
+    fig.update_yaxes(title_text="(o − e)/√e", side="right", row=2, col=1)
+    # 11 px here is 14 px in presenter mode (presenter.SCALE), where every chart label is at least 14 px.
+    fig.update_xaxes(tickangle=-90, tickfont=dict(size=11), row=2, col=1)
     return _layout(fig, f"Joint law of the first {L} tokens ({int(n):,} sequences)", barmode="group", height=520)
 
 

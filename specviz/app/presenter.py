@@ -23,7 +23,9 @@ LEGEND_FONT_PX = 16  # two entries per line under a half-width chart
 TITLE_FONT_PX = 20  # long titles ("Kept drafts plus replacements, ...") still fit a half-width chart
 MAX_HEIGHT_PX = 340  # the decomposition chart fits under the title, heading and metrics in 720 px
 MARGIN_TOP_PX = 48  # the title above the plot at the larger font (the legend goes below)
+SUBTITLE_ROOM_PX = 30  # a subplot title's line under the figure's title (they overlapped at 48 px)
 ROW_FIGURE_MIN_HEIGHT = 700  # taller figures are lists of rows (token strips): scaled, never capped
+ROW_FIGURE = "rows"  # layout.meta = {"kind": "rows"}: a list of rows at any height (16 token strips at 600 px)
 
 
 def _scaled(size: float | None, default: float) -> float:
@@ -59,10 +61,13 @@ def for_projector(fig: go.Figure) -> go.Figure:
         font = getattr(trace, "textfont", None)
         if font is not None and font.size is not None:
             font.size = _scaled(font.size, CHART_FONT_PX)
-    out.update_layout(margin=dict(t=MARGIN_TOP_PX))
+    # Subplot titles sit just above their plots, under the figure's title: give them a line of their own.
+    subtitles = any(a.yref == "paper" and a.y is not None and a.y >= 0.99 for a in out.layout.annotations)
+    out.update_layout(margin=dict(t=MARGIN_TOP_PX + (SUBTITLE_ROOM_PX if subtitles else 0)))
     height = lay.height
     if height is not None:
-        tall = height > ROW_FIGURE_MIN_HEIGHT
+        meta = lay.meta if isinstance(lay.meta, dict) else {}
+        tall = height > ROW_FIGURE_MIN_HEIGHT or meta.get("kind") == ROW_FIGURE
         out.update_layout(height=round(height * SCALE) if tall else min(height, MAX_HEIGHT_PX))
     return out
 
@@ -112,9 +117,11 @@ h1 { font-size: 1.8rem !important; padding-top: 0 !important; padding-bottom: 0.
 h2, h3 { padding-top: 0.25rem !important; padding-bottom: 0.25rem !important; }
 [data-testid="stMetricValue"] { font-size: 2rem; }
 %(after)s { order: 1; }
+%(last)s { order: 2; }
 """
 # Widgets (by their Streamlit key) whose block holds a page's inputs and goes after its results.
 INPUT_KEYS = ("buglab.run", "batch.B")  # Batch keeps its Run button (a lone element) on top
+NEXT_KEY = "app.next"  # the container of the "Next: ..." link app.py puts under every page: it stays last
 
 
 def _key_class(key: str) -> str:
@@ -128,5 +135,6 @@ def stylesheet(present: bool) -> str:
     if present:
         top = '[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > '
         after = ",\n".join(f"{top}:has(.{_key_class(k)})" for k in INPUT_KEYS)
-        css += _PRESENTER_CSS % {"root": ROOT_FONT_PX, "after": after}
+        last = f"{top}.{_key_class(NEXT_KEY)}"
+        css += _PRESENTER_CSS % {"root": ROOT_FONT_PX, "after": after, "last": last}
     return css
