@@ -1,6 +1,6 @@
 """Where users wait on the simulation: a Bug-lab click, a Tokens-page step, the prove suite.
 
-    python benchmarks/bench_sim.py [--repeat 3] [--scenarios reference,ragged] [--no-prove]
+    python benchmarks/bench_sim.py [--repeat 3] [--scenarios reference,ragged] [--bugs all|none|a,b] [--no-prove]
 
 Each figure is printed as a ratio to its goal bound (issue 9: a Bug-lab click at N = 1,000,000
 under 1 s, a Tokens-page step at its cap under 1 s, ``python -m specviz prove`` under 8 s)
@@ -12,6 +12,12 @@ wrapping the verifier with a timer. The machine is shared and noisy: old and new
 interleaved, the median of ``--repeat`` is reported, and CPU time (``time.process_time``;
 ``getrusage`` for the command) is printed beside wall time: under load the wall time
 includes waiting for a core, the CPU time is what the work costs.
+
+Bug-lab clicks on a mistake (``--bugs``): each mistake of the catalogue runs on the reference
+(:mod:`specviz.verifiers.reference` with one step swapped), not on the engine, so its click is
+timed too, at its first home scenario, as a ratio to the 1 s bound and to the correct verifier's
+click on the same scenario in the same run (the engine: what a mistake's click cost when the
+mistakes were switches of the engine).
 """
 
 from __future__ import annotations
@@ -201,6 +207,32 @@ def click(scenario: str, n: int, legacy: bool) -> Click:
     return Click(secs, cpu, timed.cpu, timed.calls, res.verdict)
 
 
+def bug_click(scenario: str, n: int, bug: Any) -> tuple[float, float]:
+    """One Bug-lab click on a mistake (app_pages/bug_lab.py: prove.run_case with bug=): wall, CPU."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    prove.run_case(scenario, n=n, seed=0, bug=bug)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def bug_clicks(names: list[str], n: int, repeat: int) -> None:
+    """Each mistake's click against the correct verifier's on the same scenario, interleaved."""
+    from specviz.proof.bugs import BUGS
+
+    print(f"\nBug-lab click on a mistake (it runs on the reference), n = {n:,}; median of {repeat}; "
+          "x rule: the mistake's CPU time over the correct verifier's (the engine) on the same scenario")  # fmt: skip
+    print(f"{'bug':24s} {'scenario':14s} {'wall':>7s} {'/ 1 s':>6s} {'cpu':>6s} {'rule cpu':>8s} {'x rule':>6s}")
+    for name in names:
+        bug = BUGS[name]
+        sc = prove.HOME.get(name, ("reference",))[0]
+        mine, rule = [], []
+        for r in range(repeat):
+            for which in ((bug, None) if r % 2 == 0 else (None, bug)):
+                (mine if which is bug else rule).append(bug_click(sc, n, which))
+        w, c = median([m[0] for m in mine]), median([m[1] for m in mine])
+        rc = median([m[1] for m in rule])
+        print(f"{name:24s} {sc:14s} {w:7.3f} {w / CLICK_BOUND_S:6.2f} {c:6.3f} {rc:8.3f} {c / rc:6.2f}")
+
+
 def tokens_step(n: int) -> tuple[float, float]:
     """What one Tokens-page slider step computes (app_pages/tokens.py ``measure``, both curves): wall, CPU."""
     p, q = speed.two_token_pair(0.7)
@@ -241,6 +273,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=limits.MAX_PROVE_N, help="sequences per click")
     ap.add_argument("--scenarios", default="reference,ragged")
+    ap.add_argument("--bugs", default="all", help="mistakes whose Bug-lab click to time: all, none, or names")
     ap.add_argument("--no-prove", action="store_true", help="skip the two prove-suite runs (~15 s)")
     ap.add_argument("--legacy-prove", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -268,6 +301,11 @@ def main() -> None:
             print(f"{sc:12s} {label:7s} {wall:7.3f} {wall / CLICK_BOUND_S:6.2f} {cpu:6.3f} {cpu / CLICK_BOUND_S:6.2f} "
                   f"{args.n / cpu:10,.0f} {ver:8.3f} {cpu - ver:6.3f} {runs[0].calls:5d} {base_wall / wall:6.2f} "
                   f"{base_cpu / cpu:6.2f}  {runs[0].verdict}")  # fmt: skip
+
+    if args.bugs != "none":
+        from specviz.proof.bugs import BUGS
+
+        bug_clicks(list(BUGS) if args.bugs == "all" else args.bugs.split(","), args.n, args.repeat)
 
     n_tok = limits.MAX_TOKENS_N
     runs, pure = [], []

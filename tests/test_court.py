@@ -141,10 +141,10 @@ def test_bad_input_names_the_argument(call, match):
 def mistaken_tree(target_probs, draft_probs, node_tokens, parents, num_nodes, *, rng=None, uniforms=None,
                   validate=True):  # fmt: skip
     """The tree rule with one step swapped: after a rejection, the node's target row again (not the residual)."""
-    from specviz.verifiers.tree import _prepare, _verify
+    from specviz.verifiers import reference
 
-    t = _prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)
-    return _verify(t, np.asarray(uniforms[0]), np.asarray(uniforms[1]), validate, residual="target")
+    fn = reference.with_step(reference.verify_tree, "mistaken_tree", residual=lambda r, q, y, M, p: p.copy())
+    return fn(target_probs, draft_probs, node_tokens, parents, num_nodes, rng=rng, uniforms=uniforms, validate=validate)
 
 
 def small_chains(seed: int):

@@ -72,19 +72,18 @@ def test_greedy_and_block_verifiers_on_cuda_equal_numpy():
 
 
 def test_every_rule_bug_on_cuda_equals_numpy():
-    # The bugs that are this verifier with one step swapped (a Rule) run the same code; the
-    # pipeline mistakes that first reprocess p or q (exp, powers) need not agree in the last bit.
-    import functools
-
+    # The bugs that are the reference with one step swapped run the reference on CUDA tensors (it
+    # copies them to the host): the same tokens as on NumPy inputs. The pipeline mistakes that first
+    # reprocess p or q (exp, powers) need not agree in the last bit.
     from specviz.proof.bugs import BUGS
-    from specviz.verifiers.verify import verify_with_rule
+    from specviz.verifiers.reference import swapped_step
 
     B, K, V = 64, 3, 300
     target, draft, tokens, num, ua, us = case(B, K, V)
     rule_bugs = {
         name: bug
         for name, bug in BUGS.items()
-        if isinstance(bug.verifier, functools.partial) and bug.verifier.func is verify_with_rule
+        if swapped_step(bug.verifier) is not None
     }
     assert len(rule_bugs) >= 5
     for name, bug in rule_bugs.items():

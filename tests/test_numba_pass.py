@@ -323,13 +323,13 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
     pure, fused, rows = both(monkeypatch, spy, call, key="accepted")
     assert rows == B
     assert_same(pure, fused)
-    real = _fused.accept
+    # The compiled loop has no mistake switch any more: the control with u * q <= p is the reference
+    # with its accept step swapped (specviz.proof.engine_bugs.FAULTS["inclusive_coin"]).
+    from specviz.proof.engine_bugs import coin_at_most
+    from specviz.verifiers import reference
 
-    def inclusive(P, ps, Q, qs, x, j, ua, shared, incl, V, validate):
-        return real(P, ps, Q, qs, x, j, ua, shared, True, V, validate)
-
-    monkeypatch.setattr(_fused, "accept", inclusive)
-    assert not np.array_equal(outcome(call)[1], pure[1])
+    leq = reference.with_step(reference.verify, "inclusive_coin", accept=coin_at_most)
+    assert not np.array_equal(outcome(lambda: leq(target, draft, tokens, num, uniforms=u))[1], pure[1])
 
 
 # --- validate=True: a row summing to 1 +- 1e-4 gets one verdict, whatever computes it -----------

@@ -248,3 +248,39 @@ def test_tree_equals_its_reference(V, shape):
         assert_same(specviz.verify_tree(*batch, uniforms=u), want, (V, shape, iid))
         tb = [None if a is None else torch.tensor(np.ascontiguousarray(a)) for a in batch]
         assert_same(specviz.verify_tree(*tb, uniforms=Uniforms(*map(torch.tensor, u))), want, (V, shape, iid, "torch"))
+
+
+# --- bad input: the reference refuses what the engine refuses, naming the same argument ---------------
+
+
+def bad_inputs(V: int):
+    """(label, P, Q, validate) cases every path must refuse, each at a row the draw reads."""
+    P, Q, x, j, u = make_case(V, 7, 2, 9, True)
+    nan_p = P.copy()
+    nan_p[:, 0] = np.nan  # every row is rejected at position 0 or draws there
+    neg = P.copy()
+    neg[:, 0, 0], neg[:, 0, 1] = -0.25, neg[:, 0, 1] + 0.25  # a negative entry in p with the drafted token removed
+    loose = P * 1.01  # rows summing to 1.01
+    nan_q = Q.copy()
+    nan_q[:, 0] = np.nan
+    return x, j, u, [("nan p", nan_p, Q, False, "target_probs"), ("nan p", nan_p, Q, True, "target_probs"),
+                     ("negative p, one-hot residual", neg, None, False, "target_probs"),
+                     ("rows summing to 1.01", loose, Q, True, "target_probs"),
+                     ("nan q", P, nan_q, True, "draft_probs")]  # fmt: skip
+
+
+@pytest.mark.parametrize("V", [5, 300])
+@pytest.mark.parametrize("path", PATHS)
+def test_bad_input_is_refused_with_the_same_argument(V, path, monkeypatch):
+    x, j, u, cases = bad_inputs(V)
+    j[:] = 2
+    u = Uniforms(np.full(u.accept.shape, 0.999), u.sample)  # every row rejected at position 0
+    for label, P, Q, validate, name in cases:
+        with pytest.raises(specviz.InputError) as want:
+            reference.verify(P, Q, x, j, uniforms=u, validate=validate)
+        args, uu = (P, Q, x, j), u
+        if path.startswith("torch"):
+            args, uu = to_torch(P, Q, x, j, u, torch.float64)
+        with pytest.raises(specviz.InputError) as got:
+            run_engine(path, monkeypatch, args, uu, validate=validate)
+        assert got.value.argument == want.value.argument == name, (label, validate, got.value, want.value)

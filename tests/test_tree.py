@@ -26,9 +26,8 @@ from specviz import InputError, Uniforms, verify
 from specviz.proof.exact import verifier_law
 from specviz.proof.markov import Drafter, random_chain
 from specviz.proof.stats import ALPHA, joint_test
+from specviz.verifiers import reference
 from specviz.verifiers.tree import (
-    _prepare,
-    _verify,
     context_free_trees,
     kary_expected_accepted,
     kary_parents,
@@ -129,6 +128,18 @@ def tree_batch(rows: Rows, parents: list[int], tokens: list[int], iid: bool):
     return T, Q
 
 
+def reset_to_target(r, q, y, M, p):
+    """The classic mistake at a node: after a rejection r becomes the node's target row again."""
+    return p.copy()
+
+
+def rule_or_mistake(residual: str):
+    """verify_tree (``"residual"``), or the tree reference with its residual step swapped (``"target"``)."""
+    if residual == "residual":
+        return verify_tree
+    return reference.with_step(reference.verify_tree, "tree_resample_from_p", residual=reset_to_target)
+
+
 def enumerate_law(rows: Rows, parents: list[int], V: int, iid: bool, residual: str = "residual"):
     """Law of the emitted tokens (dict) and the expected accepted count, from the implementation."""
     N = len(parents)
@@ -153,8 +164,9 @@ def enumerate_law(rows: Rows, parents: list[int], V: int, iid: bool, residual: s
     B = len(Ts)
     T = np.stack(Ts)
     Q = np.stack(Qs) if iid else None
-    tree = _prepare(T, Q, np.array(toks), np.tile(parents, (B, 1)), np.full(B, N), True)
-    res = _verify(tree, np.array(ua).reshape(B, N - 1), np.array(us), True, residual=residual)
+    # validate=False: the enumeration's cut points include uniforms of exactly 1 (a set of measure 0)
+    res = rule_or_mistake(residual)(T, Q, np.array(toks), np.tile(parents, (B, 1)), np.full(B, N),
+                                    uniforms=Uniforms(np.array(ua).reshape(B, N - 1), np.array(us)), validate=False)
     law: dict[tuple[int, ...], float] = {}
     for b in range(B):
         out = tuple(int(t) for t in res.tokens[b, : res.num_tokens[b]])
@@ -231,11 +243,10 @@ def test_measured_accepted_matches_the_closed_form(k, iid):
     p, q = np.array([0.5, 0.3, 0.15, 0.05]), np.full(4, 0.25)
     batch = context_free_trees(p, q, kary_parents(k, 2), 20_000, np.random.default_rng(k), iid=iid)
     want = kary_expected_accepted(p, q, k, 2, iid=iid)
-    tree = _prepare(*batch, True)
     rng = np.random.default_rng(100 + k)
     ua, us = rng.random((20_000, batch.parents.shape[1] - 1)), rng.random(20_000)
     for residual, ok in (("residual", True), ("target", False)):
-        acc = _verify(tree, ua, us, True, residual=residual).num_accepted
+        acc = rule_or_mistake(residual)(*batch, uniforms=Uniforms(ua, us)).num_accepted
         z = abs(acc.mean() - want) / (acc.std() / np.sqrt(acc.size))
         assert (z < 4) == ok, (residual, z)
 
@@ -275,8 +286,9 @@ def sample_rounds(rows: Rows, parents: list[int], V: int, n: int, seed: int, res
             pres[b][k] = pres[b][par] + (int(toks[b, k]),)
         pre_code[:, k] = [index[pres[b][k]] for b in range(n)]
     T, Q = P[pre_code], Qt[pre_code]  # (n, N, V)
-    tree = _prepare(T, Q, toks, np.tile(parents, (n, 1)), np.full(n, N), True)
-    res = _verify(tree, rng.random((n, N - 1)), rng.random(n), True, residual=residual)
+    ua = rng.random((n, N - 1))
+    res = rule_or_mistake(residual)(T, Q, toks, np.tile(parents, (n, 1)), np.full(n, N),
+                                    uniforms=Uniforms(ua, rng.random(n)))
     seq = np.zeros((n, DEPTH + 1), np.int64)
     for b in range(n):
         z = list(res.tokens[b, : res.num_tokens[b]])

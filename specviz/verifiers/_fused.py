@@ -12,7 +12,7 @@ tokens, and each handing back to that code for anything unusual (which then rais
   two-level search (the block, then the token inside it). NumPy does that in about eight passes
   over each row (one read from memory, the rest in cache); here each block is read once, while
   it is in the first-level cache, and every output comes from that read.
-- :func:`accept` (the accept phase, :func:`specviz.verifiers.verify._accept`, count "run"):
+- :func:`accept` (the accept phase, :func:`specviz.verifiers.verify._accept`):
   p(x) and q(x) read in place, each row stopping at its first rejection, the outputs written
   once. NumPy builds a dozen (B, K) temporaries.
 - :func:`draw_small` (the one-level draw at V <= 256, ``validate=False``): the lab's regime,
@@ -33,11 +33,12 @@ Same arithmetic:
   close to the tolerance is summed again exactly (``specviz.verifiers._sample._check_sums``),
   so every path gives it the same verdict and message.
 
-Optional: the loops run when Numba imports and ``SPECVIZ_NUMBA`` is not ``0``; otherwise (and
+Optional: the loops run when Numba imports, ``SPECVIZ_NUMBA`` is not ``0`` and ``SPECVIZ_BACKEND`` is
+not ``numpy`` (:func:`backend`, the one place the switch is read); otherwise (and
 for half precision or tables with negative strides) the NumPy code runs. Numba compiles each
 loop on first use (about a second; then cached on disk next to ``_fused_kernel.py`` or in the
-user's cache). ``tests/test_numba_pass.py`` compares both ways on every rule of the bug
-catalogue and on bad inputs.
+user's cache). ``tests/test_numba_pass.py`` compares both ways on bad inputs and
+``tests/test_reference_parity.py`` compares every path with the reference.
 """
 
 from __future__ import annotations
@@ -52,12 +53,41 @@ from typing import Any, NamedTuple
 import numpy as np
 
 ENV = "SPECVIZ_NUMBA"  # set to 0 to use the NumPy passes instead
+BACKEND_ENV = "SPECVIZ_BACKEND"  # auto | numba | numpy | torch: which engine path runs on the CPU
+BACKENDS = ("auto", "numba", "numpy", "torch")
 _kernels: Any = None  # the module of compiled loops, imported on first use; False when Numba is missing
 
 
+def backend() -> str:
+    """The CPU path ``SPECVIZ_BACKEND`` asks for (read here and nowhere else; default ``auto``).
+
+    - ``auto`` / ``numba``: the compiled loops where Numba is installed, else the NumPy code;
+      torch CPU float32/float64 tensors are handed to that code on zero-copy views.
+    - ``numpy``: the NumPy code only (what ``SPECVIZ_NUMBA=0`` also asks for).
+    - ``torch``: torch CPU tensors run torch's own kernels instead of the hand-over (NumPy
+      arrays run the NumPy code, loops included).
+
+    Every path returns the same tokens (tests/test_reference_parity.py); the switch exists so
+    that tests and benchmarks can pick one without patching private functions.
+    """
+    value = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    if value not in BACKENDS:
+        from ..errors import InputError
+
+        raise InputError(BACKEND_ENV, "one of " + ", ".join(BACKENDS), repr(value))
+    return value
+
+
 def switched_off() -> bool:
-    """``SPECVIZ_NUMBA=0`` (or false, no, off) is set."""
-    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+    """``SPECVIZ_NUMBA=0`` (or false, no, off) is set, or ``SPECVIZ_BACKEND=numpy``."""
+    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return True
+    return backend() == "numpy"
+
+
+def torch_kernels() -> bool:
+    """``SPECVIZ_BACKEND=torch``: torch CPU tensors stay on torch's kernels (no hand-over to NumPy)."""
+    return backend() == "torch"
 
 
 def enabled() -> bool:
@@ -162,7 +192,7 @@ def _row_origins(table: np.ndarray, start: np.ndarray | None, b: np.ndarray) -> 
 
 
 class Accepted(NamedTuple):
-    """What :func:`accept` computes for the chain rule's accept phase (count "run")."""
+    """What :func:`accept` computes for the chain rule's accept phase."""
 
     xs: np.ndarray  # (B, K) int64 draft ids, 0 at and past num_draft
     first_fail: np.ndarray  # (B,) int64 first rejected position, or num_draft
@@ -179,8 +209,6 @@ def accept(
     x: np.ndarray,
     j: np.ndarray,
     ua: np.ndarray,
-    shared: bool,
-    inclusive: bool,
     V: int,
     validate: bool,
 ) -> Accepted | None:
@@ -188,8 +216,7 @@ def accept(
 
     ``P``/``Q``: padded (B, P, V) tables (``*_start`` None) or flat (R, V) ones with each batch
     row's first table row; ``Q`` None: a deterministic drafter (q(x) = 1). ``x`` (B, K) int64
-    draft ids, ``j`` (B,) int64 counts, ``ua`` (B, K) float64 coins (``shared``: every position
-    uses the row's first), ``inclusive``: accept when u * q(x) <= p(x). Each row stops reading
+    draft ids, ``j`` (B,) int64 counts, ``ua`` (B, K) float64 coins. Each row stops reading
     at its first rejection, except that every draft id below num_draft is range-checked and,
     with ``validate``, every probed p(x) and q(x) below num_draft too. None when a check fails:
     the caller's NumPy code then raises the error.
@@ -212,7 +239,7 @@ def accept(
     status = _call(
         "accept", _base(P), prow, ppos, Qb, qrow, qpos, has_q,
         np.ascontiguousarray(x, dtype=np.int64), np.ascontiguousarray(j, dtype=np.int64),
-        np.ascontiguousarray(ua, dtype=np.float64), bool(shared), bool(inclusive), int(V), bool(validate),
+        np.ascontiguousarray(ua, dtype=np.float64), int(V), bool(validate),
         xs, ff, tokens, acc_u, ratios,
     )  # fmt: skip
     if status is _FAILED or status != 0:

@@ -122,9 +122,9 @@ def block_sums(
 
 @numba.njit(cache=ON_DISK)
 def accept(  # pragma: no cover - compiled
-    P, prow, ppos, Q, qrow, qpos, has_q, x, j, ua, shared, inclusive, V, validate, xs, ff, tokens, acc_u, ratios
+    P, prow, ppos, Q, qrow, qpos, has_q, x, j, ua, V, validate, xs, ff, tokens, acc_u, ratios
 ):
-    """The accept phase of the chain rule (count "run"), one row at a time; returns a status.
+    """The accept phase of the chain rule, one row at a time; returns a status.
 
     Row b's position i lives at ``P[prow[b] + i * ppos :]`` (and Q's likewise). Fills ``xs``
     (draft ids, 0 past num_draft), ``ff`` (the first rejected position, or num_draft),
@@ -152,14 +152,10 @@ def accept(  # pragma: no cover - compiled
                 return 2
             if i > first:
                 continue
-            coin = ua[b, 0] + 0.0 * ua[b, i] if shared else ua[b, i]
+            coin = ua[b, i]
             acc_u[b, i] = coin
             ratios[b, i] = p / q if q > 0.0 else nan
-            if inclusive:
-                ok = q > 0.0 and coin * q <= p
-            else:
-                ok = q > 0.0 and coin * q < p
-            if ok:
+            if q > 0.0 and coin * q < p:
                 tokens[b, i] = xi
             else:
                 first = i

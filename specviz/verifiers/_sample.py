@@ -130,7 +130,10 @@ def _draw(
 
 
 def _numpy_viewable(p: Any, q: Any) -> bool:
-    """Torch tables NumPy can view without a copy: float32 or float64, q (or None) of p's dtype."""
+    """Torch tables NumPy can view without a copy: float32 or float64, q (or None) of p's dtype; never
+    with ``SPECVIZ_BACKEND=torch`` (:func:`specviz.verifiers._fused.backend`), which keeps torch's kernels."""
+    if numba_pass.torch_kernels():
+        return False
     t = sys.modules["torch"]
     d = p.dtype
     return (d is t.float32 or d is t.float64) and (q is None or q.dtype is d)
@@ -155,10 +158,11 @@ def _draw_one_block(
     ar = ops.arange(B)
     p = ops.upcast_half(P.at(ar, sp, None, ops))  # (B, V) a private copy
     has_res = bool(residual.any()) if B else False
-    # Rows drawn from p alone need a finite, non-negative p; with validate every row read does.
+    # Rows drawn from p alone (p with the drafted token removed too, as at V > 256) need a finite,
+    # non-negative p; with validate every row read does.
     if B and bool(ops.outside_unit_rows(p.reshape(1, -1))[0]):
         flagged = ops.outside_unit_rows(p)
-        if not validate:
+        if not validate and Q is not None:
             flagged = flagged & ~residual
         _precise(ops, P, ar, sp, flagged, "target_probs")
     w = ops.empty((B, V), ops.compute_dtype(P.table))

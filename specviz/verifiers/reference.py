@@ -67,7 +67,7 @@ _NP = NumpyOps()
 
 def on_grid(w: np.ndarray) -> np.ndarray:
     """(R, V) weights floored to multiples of 2^-48, as integers: floor(w * 2^48) in w's dtype, then float64."""
-    return np.floor(w * w.dtype.type(GRID)).astype(np.float64)
+    return np.floor(w * w.dtype.type(GRID)).astype(np.float64, copy=False)
 
 
 def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -77,11 +77,11 @@ def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     W = on_grid(w)  # (R, V)
     C = np.cumsum(W, axis=1)  # (R, V) running weights: exact integers
     total = C[:, -1]  # (R,)
-    if not (np.isfinite(W).all() and (W >= 0).all() and (total < MAX_TOTAL).all()):
+    if not (total < MAX_TOTAL).all() or W.min(initial=0.0) < 0:  # NaN and infinities fail the first
         raise _Refused
     thr = np.floor(u * total)  # (R,)
     thr = np.where(thr < total, thr, total - 1)  # u * total may round up to total
-    return (C <= thr[:, None]).sum(axis=1).astype(np.int64)
+    return np.count_nonzero(C <= thr[:, None], axis=1).astype(np.int64)
 
 
 class _Refused(Exception):
@@ -109,8 +109,8 @@ def accept(u: np.ndarray, px: np.ndarray, qx: np.ndarray) -> np.ndarray:
 
 def first_rejection(passed: np.ndarray, valid: np.ndarray) -> Kept:
     """Step 3: the first rejection ends the row (a cumulative product of the accept bits)."""
-    run = np.cumprod(passed & valid, axis=1).astype(bool)  # (B, K) True until the first rejection
-    first = run.sum(axis=1).astype(np.int64)  # (B,)
+    run = np.logical_and.accumulate(passed & valid, axis=1)  # (B, K) the cumulative product of the bits
+    first = run.sum(axis=1)  # (B,) int64
     pos = np.arange(passed.shape[1])
     return Kept(run, first, valid & (pos[None, :] <= first[:, None]))
 
@@ -170,8 +170,8 @@ def _chain(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray
     valid = pos[None, :] < j[:, None]  # (B, K)
     xs = np.where(valid, x, 0)  # (B, K) safe column indices
     check.check_range("draft_tokens", xs, 0, P.shape[2] - 1, _NP, "token ids at positions < num_draft")
-    px = P[ar[:, None], pos[None, :], xs].astype(np.float64)  # (B, K) p_i(x_i)
-    qx = np.ones((B, K)) if Q is None else Q[ar[:, None], pos[None, :], xs].astype(np.float64)  # (B, K)
+    px = _at(P, ar[:, None], pos[None, :], xs).astype(np.float64)  # (B, K) p_i(x_i)
+    qx = np.ones((B, K)) if Q is None else _at(Q, ar[:, None], pos[None, :], xs).astype(np.float64)  # (B, K)
     if validate:
         check.check_probes("target_probs", px[valid], _NP)
         if Q is not None:
@@ -199,8 +199,22 @@ def _chain(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray
                         bonus=~rejected & draws, sample_uniforms=np.where(draws, us_draw, np.nan))  # fmt: skip
 
 
+def _at(T: np.ndarray, b: np.ndarray, pos: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+    """T[b, pos] (rows, a copy) or T[b, pos, cols] (entries), broadcast: one flat take where T is
+    contiguous (NumPy's three-index gathers cost several times more at the Bug lab's sizes)."""
+    if not T.flags.c_contiguous:
+        return T[b, pos] if cols is None else T[b, pos, cols]
+    n, V = T.shape[1], T.shape[2]
+    if cols is None:
+        return T.reshape(-1, V).take(b * n + pos, axis=0)
+    return T.reshape(-1).take((b * n + pos) * V + cols)
+
+
 def _in_order(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
     """(B, K) the kept drafts in order, then -1 (for the rule, kept is already a prefix)."""
+    prefix = np.arange(x.shape[1])[None, :] < kept.sum(axis=1)[:, None]  # (B, K)
+    if np.array_equal(kept, prefix):
+        return np.where(kept, x, PAD_TOKEN)
     out = np.full(x.shape, PAD_TOKEN, np.int64)
     rows, cols = np.nonzero(kept)
     out[rows, np.cumsum(kept, axis=1)[rows, cols] - 1] = x[rows, cols]
@@ -215,10 +229,10 @@ def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.nd
     out = np.full(B, PAD_TOKEN, np.int64)
     b = np.flatnonzero(draws)
     K = xs.shape[1]
-    p = _compute(P[b, row[b]])  # (R, V) a copy, in the compute dtype
+    p = _compute(_at(P, b, row[b]))  # (R, V) a copy, in the compute dtype
     r = res[b]
     qpos = np.minimum(row[b], K - 1) if K else row[b]
-    q = None if Q is None else _compute(Q[b, qpos]) if K else None
+    q = None if Q is None or not r.any() else _compute(_at(Q, b, qpos))
     x = xs[b, qpos] if K else np.zeros(len(b), np.int64)
     if validate:
         _in.check_rows("target_probs", p, tol[0])
@@ -235,8 +249,8 @@ def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.nd
 
 
 def _compute(rows: np.ndarray) -> np.ndarray:
-    """A copy of rows in the engine's compute dtype: float32 for half precision, else as given."""
-    return rows.astype(np.float32 if rows.dtype == np.float16 else rows.dtype)
+    """Rows (a private copy) in the engine's compute dtype: float32 for half precision, else as given."""
+    return rows.astype(np.float32) if rows.dtype == np.float16 else rows
 
 
 class _Rule:

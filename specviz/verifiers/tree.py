@@ -321,9 +321,8 @@ def _mass(ops: Ops, r: Array, validate: bool) -> Array:
     return ops.to_float64(quantize(ops, r, validate).sum(-1)) / QUANT
 
 
-def _verify(tree: _Tree, ua: Array, us: Array, validate: bool, *, residual: str = "residual") -> TreeVerification:
-    """The rule. ``residual="target"`` is a deliberate mistake for negative controls only:
-    after a rejection r is reset to the node's target row instead of the residual."""
+def _verify(tree: _Tree, ua: Array, us: Array, validate: bool) -> TreeVerification:
+    """The rule (its plain statement, and its mistakes: :mod:`specviz.verifiers.reference`)."""
     ops, B, N = tree.ops, tree.B, tree.N
     ar = ops.arange(B)
     cur = ops.full((B,), 0, np.int64)  # (B,) current node
@@ -363,9 +362,7 @@ def _verify(tree: _Tree, ua: Array, us: Array, validate: bool, *, residual: str 
         rej = ops.nonzero(~acc)
         if int(rej.shape[0]):
             b = rows[rej]
-            if residual == "target":
-                new = ops.to_float64(tree.target[b, cur[b]]) + 0.0
-            elif qrow is None:
+            if qrow is None:
                 new = rr[rej] + 0.0
                 new[ops.arange(int(rej.shape[0])), y[rej]] = 0.0
             else:

@@ -38,15 +38,15 @@ the draws a row gets depend on the batch around it, its padded width K and the l
 row's result depends only on its own explicit uniforms: for per-request reproducibility pass
 ``uniforms``.
 
-The bugs module swaps one step of this rule at a time through :class:`Rule`.
+This module runs only the rule. Its plain statement is :mod:`specviz.verifiers.reference`, which
+every path here must equal token for token (tests/test_reference_parity.py); the classic
+mistakes are that reference with one step swapped (:mod:`specviz.proof.bugs`), never a switch here.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -92,31 +92,6 @@ class Verification(NamedTuple):
     ratios: Array
     bonus: Array
     sample_uniforms: Array
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Which version of each step to run. The default is the correct verifier.
-
-    Every field but one left at its default gives one of the classic mistakes in
-    :mod:`specviz.proof.bugs`; nothing outside that module should change these.
-    """
-
-    accept_coins: Literal["fresh", "shared"] = "fresh"  # shared: one uniform for every position
-    count: Literal["run", "all"] = "run"  # all: keep every draft whose coin passes
-    replacement: Literal["residual", "target", "unclamped"] = "residual"
-    sample_coin: Literal["fresh", "reused"] = "fresh"  # reused: the rejected position's coin
-    # last: padded row K; row_before: row num_draft - 1 (row 0 without drafts), the bonus of
-    # full rows drawn one row too early
-    bonus: Literal["num_draft", "last", "none", "row_before"] = "num_draft"
-    # inclusive: accept iff u * q(x) <= p(x), so a coin of exactly 0 accepts a draft with p(x) = 0
-    coin: Literal["strict", "inclusive"] = "strict"
-    # next: the replacement drawn at the position after the rejected one (the residual of rows
-    # first_fail + 1; p at row K when the rejected draft was the last of the padded width)
-    replacement_row: Literal["rejected", "next"] = "rejected"
-
-
-CORRECT = Rule()
 
 
 class _Rows(NamedTuple):
@@ -219,30 +194,12 @@ def verify(
     Verification
         Of the same kind (NumPy or torch) and on the same device as ``target_probs``.
     """
-    return verify_with_rule(
-        target_probs, draft_probs, draft_tokens, num_draft,
-        rng=rng, uniforms=uniforms, validate=validate, rule=CORRECT,
-    )  # fmt: skip
-
-
-def verify_with_rule(
-    target_probs: Array,
-    draft_probs: Array | None,
-    draft_tokens: Array,
-    num_draft: Array,
-    *,
-    rng: Any = None,
-    uniforms: Uniforms | tuple[Array, Array] | None = None,
-    validate: bool = True,
-    rule: Rule = CORRECT,
-) -> Verification:
-    """:func:`verify` with one or more steps swapped (see :class:`Rule`)."""
     twin = None
     if is_torch(target_probs):
         twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms)
     if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
         args, rng, uniforms = twin
-        return _to_torch(verify_with_rule(*args, rng=rng, uniforms=uniforms, validate=validate, rule=rule))
+        return _to_torch(verify(*args, rng=rng, uniforms=uniforms, validate=validate))
     ops = ops_for(target_probs)
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
@@ -255,15 +212,7 @@ def verify_with_rule(
     ua, us = check.get_uniforms(ops, rng, uniforms, (B, K), B, validate)
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
-    return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, rule, validate, what)
-
-
-def rule_verifier(rule: Rule, name: str) -> Any:
-    """:func:`verify_with_rule` with ``rule`` fixed: a verifier of :func:`verify`'s signature
-    called ``name`` (how the bug catalogue builds each mistake)."""
-    fn = functools.partial(verify_with_rule, rule=rule)
-    fn.__name__ = name  # type: ignore[attr-defined]
-    return fn
+    return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, validate, what)
 
 
 def verify_flat(
@@ -350,7 +299,7 @@ def verify_flat(
     starts = indptr[:-1]
     P_rows = _Rows(P, starts + ops.arange(B))
     Q_rows = None if Q is None else _Rows(Q, starts)
-    return _run_core(ops, P_rows, Q_rows, x, j, K, V, ua, us, CORRECT, validate, "token ids")
+    return _run_core(ops, P_rows, Q_rows, x, j, K, V, ua, us, validate, "token ids")
 
 
 def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verification:
@@ -483,7 +432,6 @@ def _core(
     V: int,
     ua: Array,
     us: Array,
-    rule: Rule,
     validate: bool,
     what_ids: str,
 ) -> Verification:
@@ -494,39 +442,23 @@ def _core(
     """
     B = int(j.shape[0])
     ar = ops.arange(B)
-    fast = _accept_compiled(ops, P, Q, x, j, K, V, ua, rule, validate)
-    if fast is not None:  # the same accept phase in one compiled loop (count "run")
-        xs, first_fail, tokens, accept_uniforms, ratios = fast
-        n, rejected = first_fail, first_fail < j
-    else:
-        xs, first_fail, tokens, accept_uniforms, ratios, n = _accept(
-            ops, P, Q, x, j, K, V, ua, rule, validate, what_ids
-        )
-        rejected = first_fail < j  # (B,)
-    samples = rejected | (rule.bonus != "none")  # (B,) rows that draw one more token
-    sp = first_fail  # (B,) position whose target row is drawn from
-    if rule.bonus == "last":
-        sp = ops.where(rejected, sp, K)
-    elif rule.bonus == "row_before":
-        sp = ops.where(rejected, sp, ops.where(j > 0, j - 1, 0))
-    u_draw = us
-    if rule.sample_coin == "reused" and K:
-        u_draw = ops.where(rejected, ua[ar, ops.where(rejected, sp, 0)], us)
-    residual_rows = rejected  # (B,) rows drawing from a residual rather than from p
-    if rule.replacement_row == "next":
-        sp = ops.where(rejected, first_fail + 1, sp)
-        residual_rows = rejected & (sp < K)  # past the last draft row: p at row K
-    token = _draw(ops, P, Q, xs, sp, residual_rows, u_draw, V, K, rule, validate)  # (B,)
-
-    tokens[ar, n] = ops.where(samples, token, PAD_TOKEN)
+    fast = _accept_compiled(ops, P, Q, x, j, K, V, ua, validate)
+    if fast is None:
+        fast = _accept(ops, P, Q, x, j, K, V, ua, validate, what_ids)
+    xs, first_fail, tokens, accept_uniforms, ratios = fast
+    rejected = first_fail < j  # (B,) the others draw the bonus
+    # Every row draws one more token at its first rejected position (from the residual) or at
+    # num_draft[b] (the bonus, from p): both are first_fail.
+    token = _sample.draw(ops, P, Q, xs, first_fail, rejected, us, V, validate)  # (B,)
+    tokens[ar, first_fail] = token
     return Verification(
         tokens=tokens,
-        num_tokens=n + ops.to_int64(samples),
-        num_accepted=n,
+        num_tokens=first_fail + 1,
+        num_accepted=first_fail,
         accept_uniforms=accept_uniforms,
         ratios=ratios,
-        bonus=~rejected & samples,
-        sample_uniforms=ops.where(samples, u_draw, float("nan")),
+        bonus=~rejected,
+        sample_uniforms=us + 0.0,
     )
 
 
@@ -539,12 +471,10 @@ def _accept(
     K: int,
     V: int,
     ua: Array,
-    rule: Rule,
     validate: bool,
     what_ids: str,
 ) -> tuple:
-    """The accept phase: (xs, first_fail, tokens (B, K+1) with the kept drafts, accept_uniforms,
-    ratios, n the number kept)."""
+    """The accept phase: (xs, first_fail, tokens (B, K+1) with the kept drafts, accept_uniforms, ratios)."""
     B = int(j.shape[0])
     ar = ops.arange(B)
     pos = ops.arange(K)
@@ -560,26 +490,15 @@ def _accept(
         check.check_probes("target_probs", px[valid], ops)
         if Q is not None:
             check.check_probes("draft_probs", qx[valid], ops)
-    coins = ua if rule.accept_coins == "fresh" else ua[:, :1] + 0 * ua  # (B, K)
-    if rule.coin == "strict":
-        passed = (qx > 0) & (coins * qx < px) & valid  # (B, K)
-    else:
-        passed = (qx > 0) & (coins * qx <= px) & valid
+    passed = (qx > 0) & (ua * qx < px) & valid  # (B, K)
     first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
-    if rule.count == "run":
-        kept, n = ops.prefix_mask(first_fail, K), first_fail
-        tested = valid & ops.prefix_mask(first_fail, K, inclusive=True)
-        emitted = ops.where(kept, x, PAD_TOKEN)  # (B, K)
-    else:
-        kept, tested = passed, valid
-        n = passed.sum(-1)
-        order = ops.argsort_rows(ops.where(kept, pos[None, :], K + pos[None, :]))  # kept first
-        emitted = ops.where(pos[None, :] < n[:, None], ops.take_along_rows(x, order), PAD_TOKEN)
+    kept = ops.prefix_mask(first_fail, K)  # (B, K) the run before it
+    tested = valid & ops.prefix_mask(first_fail, K, inclusive=True)
     tokens = ops.full((B, K + 1), PAD_TOKEN, np.int64)
-    tokens[:, :K] = emitted
-    accept_uniforms = ops.where(tested, coins, float("nan"))
+    tokens[:, :K] = ops.where(kept, x, PAD_TOKEN)
+    accept_uniforms = ops.where(tested, ua, float("nan"))
     ratios = ops.ratio_where(ops.to_float64(px), ops.to_float64(qx), tested & (qx > 0))
-    return xs, first_fail, tokens, accept_uniforms, ratios, n
+    return xs, first_fail, tokens, accept_uniforms, ratios
 
 
 def _accept_compiled(
@@ -591,65 +510,19 @@ def _accept_compiled(
     K: int,
     V: int,
     ua: Array,
-    rule: Rule,
     validate: bool,
 ) -> tuple | None:
-    """:func:`_accept` for count "run" in one compiled loop (NumPy, Numba installed); None otherwise.
+    """:func:`_accept` in one compiled loop (NumPy, Numba installed); None otherwise.
 
     None too when a draft id or (with ``validate``) a probed probability fails its check: then
     :func:`_accept` runs and raises the error.
     """
-    if ops.name != "numpy" or rule.count != "run" or not K:
+    if ops.name != "numpy" or not K:
         return None
     has_q = Q is not None and int(Q.table.shape[0]) > 0
     if not _fused.usable(P.table, Q.table if has_q else None):
         return None
     res = _fused.accept(
-        P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, x, j, ua,
-        rule.accept_coins == "shared", rule.coin == "inclusive", V, validate,
+        P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, x, j, ua, V, validate,
     )  # fmt: skip
     return None if res is None else tuple(res)
-
-
-def _draw(
-    ops: NumpyOps | TorchOps,
-    P: _Rows,
-    Q: _Rows | None,
-    xs: Array,
-    sp: Array,
-    rejected: Array,
-    u: Array,
-    V: int,
-    K: int,
-    rule: Rule,
-    validate: bool,
-) -> Array:
-    """One token per row: from the residual at rejected rows, from p at the others."""
-    if rule.replacement == "unclamped":
-        return _draw_unclamped(ops, P, Q, xs, sp, rejected, u)
-    residual = rejected if rule.replacement == "residual" else rejected & False
-    return _sample.draw(ops, P, Q, xs, sp, residual, u, V, validate)
-
-
-def _draw_unclamped(
-    ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, xs: Array, sp: Array, rejected: Array, u: Array
-) -> Array:
-    """The unclamped-residual mistake: inverse CDF over p - q, normalized by its positive mass.
-
-    The running sum of p - q is not monotone, so "first index whose running sum exceeds
-    u * mass" lands on the wrong tokens; the last token if it never does.
-    """
-    B = int(sp.shape[0])
-    w = ops.to_float64(P.at(ops.arange(B), sp))  # (B, V)
-    rej = ops.nonzero(rejected)
-    if int(rej.shape[0]):
-        if Q is None:
-            x = xs[rej, sp[rej]]
-            w[rej, x] = w[rej, x] - 1
-        else:
-            w[rej] = w[rej] - ops.to_float64(Q.at(rej, sp[rej]))
-    cdf = ops.cumsum64(w)  # (B, V)
-    mass = ops.cumsum64(ops.clamp_min0(w + 0))[:, -1]  # (B,) sum max(0, p - q), the true mass
-    above = cdf > (u * mass)[:, None]  # (B, V)
-    first = ops.argmax_last(ops.to_int64(above))
-    return ops.where(ops.any_last(above), first, int(w.shape[1]) - 1)
