@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import lesson_figures, links, presenter
+from specviz.app import figures, lesson_figures, links, presenter
 from specviz.app import one_round as rd
 from specviz.proof.bugs import BUGS
 
@@ -75,6 +76,11 @@ def single(p, q, rounds: int, tr: rd.RoundTrace, t: rd.Tally) -> None:
         fig = lesson_figures.last_draw(tr.dist, tr.u, tr.last, tr.kind)
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "draw")
         st.markdown(emitted(tr))
+        r = rd.residual(p, q)
+        with st.expander("How the residual is built: max(0, p − q), normalized"):
+            st.markdown(f"max(0, p − q) = {links.plain(np.round(r.excess, 4).tolist())}, mass 1 − a = {r.mass:.4f}; "
+                        f"normalized: {links.plain(np.round(r.law, 4).tolist())}.")  # fmt: skip
+            st.plotly_chart(presenter.chart(figures.decomposition_bar(p, q), st.session_state), key=S + "build")
     with right:
         fig = lesson_figures.round_histogram(p, t.counts, f"All tokens of {rounds:,} rounds against p")
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist")

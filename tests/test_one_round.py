@@ -148,3 +148,16 @@ def test_play_advances_rounds_on_each_run_and_pause_stops():
     at.button(key="round.play").click()
     rerun(at)
     assert metric(at, "round") == str(rd.next_rounds(10)) and at.button(key="round.play").label == "Play"
+
+
+def test_residual_is_what_acceptance_leaves_missing():
+    for preset in rd.PRESETS:
+        p, q = rd.pair(preset, 1)
+        r = rd.residual(p, q)
+        d = theory.decompose(p, q)
+        assert r.mass == pytest.approx(theory.total_variation(p, q), abs=1e-12)
+        np.testing.assert_allclose(np.minimum(p, q) + r.mass * r.law, p, atol=1e-12)  # the rule's output is p
+        if r.mass > 0:
+            np.testing.assert_allclose(r.law, d.residual, atol=1e-12)
+        else:  # p == q: the branch is unreachable and falls back to p
+            np.testing.assert_allclose(r.law, p, atol=0)

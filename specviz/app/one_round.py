@@ -178,3 +178,18 @@ def next_rounds(rounds: int) -> int:
     """The round count after one tick of Play: single rounds while the class can follow them, then
     geometric growth so that the histogram's convergence to p shows within a minute."""
     return min(MAX_ROUNDS, int(rounds) + max(1, int(rounds) // PLAY_GROWTH))
+
+
+class Residual(NamedTuple):
+    """The residual step laid out: what is left of p after the accepted mass min(p, q)."""
+
+    excess: np.ndarray  # (V,) max(0, p - q): the mass acceptance leaves missing
+    mass: float  # its sum, 1 - a = TV(p, q)
+    law: np.ndarray  # (V,) excess / mass; p itself when the mass is 0 (the unreachable branch)
+
+
+def residual(target_probs: np.ndarray, draft_probs: np.ndarray) -> Residual:
+    p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
+    excess = np.maximum(p - q, 0.0)
+    mass = float(excess.sum())
+    return Residual(excess, mass, excess / mass if mass > 0 else p.copy())
