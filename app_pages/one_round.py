@@ -110,7 +110,8 @@ def side_by_side(p, q, coins: rd.Coins, rule, bad, rounds: int, tr: rd.RoundTrac
             if tal.test is not None:
                 st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: p-value "
                            f"{tal.test.p_value:.3g} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
-    st.caption(f"{mistake}: {BUGS[mistake].title}. Same drafts, same coins: only that step differs.")
+    st.caption(f"{mistake}: {BUGS[mistake].title}. Same drafts, same coins: only that step differs. On the "
+               "mistake's side each coin shows its own verdict; what the mistake kept is in the tokens it emitted.")
 
 
 @st.fragment(run_every=TICK_S if playing else None)

@@ -80,6 +80,9 @@ def test_the_mistake_runs_on_the_same_coins_and_parts_where_it_should():
     assert part.rounds_differing == int((a != b).any(axis=1).sum())
     # The rule against itself never parts; the mistake's accepted coins are the rule's coins.
     assert rd.parting(rule, rd.play(p, q, c), 2000) == rd.Parting(None, None, 0)
+    for i in range(50):  # the mistake's trace gives each coin's own verdict, whatever the mistake did with it
+        for s in rd.trace(p, q, c, bad, i, rule=False).steps:
+            assert s.state == ("passes" if s.u * s.q < s.p else "fails")
     used = np.asarray(bad.accept_uniforms)
     assert (np.isnan(used) | (used == c.accept)).all()
 

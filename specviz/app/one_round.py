@@ -38,7 +38,8 @@ MAX_K = 6  # drafts per round: the coin lines stay readable on a projector
 MISTAKES: tuple[str, ...] = tuple(
     n for n, b in BUGS.items() if b.drafter_mode is None and not b.needs_ragged and n not in ENGINE_MISTAKES
 )
-STATES = ("accepted", "rejected", "not reached")
+STATES = ("accepted", "rejected", "not reached")  # the rule's own account of each draft
+COIN_STATES = ("passes", "fails")  # a mistake's trace: each coin's own verdict, u·q(x) < p(x) or not
 
 
 class Coins(NamedTuple):
@@ -85,7 +86,7 @@ class CoinStep(NamedTuple):
     q: float  # q(draft)
     threshold: float  # min(1, p/q): the coin accepts below it
     u: float  # the coin
-    state: str  # one of STATES, as the verifier that ran reports it
+    state: str  # one of STATES under the rule; one of COIN_STATES for a mistake
 
 
 class RoundTrace(NamedTuple):
@@ -104,9 +105,12 @@ def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, result: V
           *, rule: bool = True) -> RoundTrace:  # fmt: skip
     """Round ``i`` of ``result`` (computed by :func:`play` on ``c``).
 
-    The states are the verifier's own (accepted below ``num_accepted``, the next one rejected
-    unless the row ended with the bonus). With ``rule`` the law of the last token is added: the
-    residual max(0, p - q) normalized (p when it has no mass), or p for the bonus.
+    With ``rule`` the states are the rule's (accepted below ``num_accepted``, the next one
+    rejected unless the row ended with the bonus, the rest not reached) and the law of the last
+    token is added: the residual max(0, p - q) normalized (p when it has no mass), or p for the
+    bonus. A mistake may use the coins in its own way (count_after_rejection keeps a passing
+    draft after a failing one), so its trace gives only each coin's verdict; what it kept is in
+    the tokens it emitted.
     """
     p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
     K = c.drafts.shape[1]
@@ -115,7 +119,10 @@ def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, result: V
     for t in range(K):
         x = int(c.drafts[i, t])
         thr = 1.0 if q[x] <= p[x] else float(p[x] / q[x])
-        state = "accepted" if t < j else "rejected" if t == j and not bonus else "not reached"
+        if rule:
+            state = "accepted" if t < j else "rejected" if t == j and not bonus else "not reached"
+        else:
+            state = "passes" if c.accept[i, t] * q[x] < p[x] else "fails"
         steps.append(CoinStep(t, x, float(p[x]), float(q[x]), thr, float(c.accept[i, t]), state))
     toks = [int(t) for t in result.tokens[i] if t >= 0]
     dist = None
