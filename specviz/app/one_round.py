@@ -6,7 +6,9 @@ Every position has target p and draft q (a context-free pair), so every emitted 
 p exactly under the rule, and the histogram of all tokens of R rounds converges to p: by the
 renewal-reward theorem its limit is E[count of x per round] / E[tokens per round], and
 E[count of x per round] = sum_t P(position t is emitted) p(x), because whether position t is
-reached depends only on the tokens before it.
+reached depends only on the tokens before it. The counts are those of an i.i.d. p stream stopped
+at the end of a round (a stopping time), so by the martingale central limit theorem Pearson's
+statistic on them is asymptotically chi-square with V - 1 degrees of freedom, as for a fixed N.
 
 Rounds are reproducible from the seed alone: round i reads row i of one array of uniforms,
 ``(R, 2K + 1)``, drawn in a single call (row-major, so the first r rows are the same for any
