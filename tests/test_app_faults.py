@@ -242,3 +242,32 @@ def test_the_server_refuses_a_message_over_the_limit_unread():
         assert send(url, 3_000_000) == "closed 1009"  # 1009: message too big, refused by the server
         log = browser.server_log(url)
     assert "Error deserializing" not in log and "Traceback" not in log
+
+
+# --- crafted widget values: NaN or inf sent for an integer number_input -----------------------------
+# Streamlit turns an integer box's value into an int in its own deserializer (int(nan) raises), and
+# runs it in ScriptRunner.on_script_will_rerun, before app.py starts: no app code runs before it and
+# Streamlit offers no hook there. What the app can do is what its config does: the visitor who sent it
+# sees Streamlit's redacted message (client.showErrorDetails = "none"), no traceback or path; the server
+# and every other session go on; a reload (a new session) works. Float boxes are safe: Streamlit
+# replaces a non-finite float by the box's default value.
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_crafted_non_finite_integer_fails_only_the_senders_session(bad):
+    at = open_page("app_pages/batch.py")
+    at.number_input(key="batch.seed").set_value(bad).run()
+    assert len(at.exception) == 1 and not at.title  # the page never ran for that message
+    shown = str(at.exception[0].value)
+    assert "redacted" in shown and "Traceback" not in shown and "/" not in shown.split("(if")[0]
+    other = open_page("app_pages/batch.py")  # another visitor meanwhile, and the sender after a reload
+    assert other.title[0].value == "Batch" and not other.exception
+    assert other.number_input(key="batch.seed").value == 0
+
+
+def test_a_crafted_non_finite_float_falls_back_to_the_default():
+    at = open_page("app_pages/settings.py", {"rT": "0.7"})
+    at.number_input(key="settings.rT").set_value(math.nan).run()
+    assert not at.exception and escaped(at) is None
+    assert at.number_input(key="settings.rT").value == 0.0  # the box's default (its minimum), not NaN
+    assert math.isfinite(float(metric(at, "acceptance rate Σ min(p, q)")))
