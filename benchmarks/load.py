@@ -23,6 +23,13 @@ every thread), one visitor at a time: a fresh load of every page at default sett
 Bug-lab click, beside the same figure for a hello-world app (benchmarks/hello.py) served with
 the same flags in the same run: that is Streamlit's own floor, and the ratio is what the app adds.
 The machine may be shared: every figure is printed with the load average beside it.
+
+--crowd N has N students open a page from their own link at once and click its heavy button
+(--heavy bug-lab, the default, or real-text): page-load and click p50/p95, whether each saw only
+their own settings (the link the server wrote back) and was shown a place in the queue, peak RSS
+and CPU. With --url and --pids it drives an app already running, e.g. behind serve/hall.sh, and
+--kill-after S kills the last of those processes S seconds in, then reconnects the students it
+dropped with their links. docs/serving.md has the figures.
 Loopback only, every count and duration bounded; printed as medians and p95 with the bound
 or baseline they are compared with.
 """
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import time
@@ -151,6 +159,11 @@ def show(name: str, xs: list[float], baseline: float | None = None) -> None:
     print(f"{name:52s} {len(xs):5d} {med:9.2f} {p95(xs):8.2f} {ratio}  load {load_average()}")
 
 
+def app_pages() -> list[str]:
+    """Every page's url path, read from app.py's PAGES ("" for Home, the default page)."""
+    return ["", *re.findall(r'url_path="([^"]+)"', (Path(__file__).resolve().parents[1] / "app.py").read_text())]
+
+
 SETTLE_S = 0.5  # after the last action of a measurement: the server finishes closing sessions
 
 
@@ -170,7 +183,7 @@ async def cpu_table(url: str, pid: int, floor_url: str, floor_pid: int, repeats:
     print(f"{'action (one visitor at a time)':40s} {'n':>3s} {'wall med s':>10s} {'CPU s':>7s} {'/ floor':>8s}  load")
     print(f"{'hello-world app (the floor)':40s} {repeats:3d} {statistics.median(floor_walls):10.3f} {floor:7.3f} "
           f"{1.0:8.2f}  {load_average()}")  # fmt: skip
-    for page in browser.PAGES:
+    for page in app_pages():
         for _ in range(2):  # this page's first runs: imports, caches
             await fresh_load(url, page)
         cpu, walls = await cpu_of(pid, [fresh_load(url, page) for _ in range(repeats)])
