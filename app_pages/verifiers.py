@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, links, presenter, results, tree_shapes
-from specviz.proof import block_trace, court, prove, stats
+from specviz.app import figures, limits, links, position, presenter, results, tree_shapes
+from specviz.proof import block_trace, court, prove, registry, stats
 from specviz.verifiers import tree
 
 S = "verifiers."
@@ -129,8 +129,10 @@ with left:
     source = st.selectbox("Problem", SOURCES, format_func=SOURCE_LABELS.get, key=S + "source")
     if source == TOY:  # the box holds a short name (a long one was cut on a projector); the numbers go here
         st.caption("The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), K = 2 drafts.")
-    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ)
-    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ)
+    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ,
+                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
+    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ,
+                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
     K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
     k = st.slider("Candidates per node k (trees)", 1, 3, key=S + "k")
     seed = st.number_input("Seed (measurements)", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
@@ -141,10 +143,11 @@ with right:
         p: tuple[float, ...] = ()
         q: tuple[float, ...] = ()
         if source == PQ:  # the texts are read only when they define the problem (a link may carry junk)
-            p, q = tuple(links.parse_floats(p_text)), tuple(links.parse_floats(q_text))
-            if not 1 <= len(p) <= MAX_V:
-                expected = f"1 to {MAX_V} probabilities (the court enumerates every draft sequence)"
-                raise InputError("p", expected, f"{len(p)} of them")
+            typed = position.parse_pair(p_text, q_text, MAX_V, "the court enumerates every draft sequence")
+            p, q = typed.p, typed.q
+            for note in typed.notes:  # a sum other than 1 is divided out, as on Why it is exact
+                st.info(f"{links.plain(note)}. Every number below uses the divided values.",
+                        icon=":material/functions:")  # fmt: skip
         rows = court.table(judge_all(source, p, q, int(K), int(k)))
         for r in rows:  # one name per tree shape: the court's tree rows are k chains from the root
             r["rule"] = tree_shapes.court_label(r["rule"], int(k))
@@ -261,6 +264,15 @@ if source in (TOY, PQ) and rows is not None:
     )
 else:
     st.info("The block step by step is shown for the context-free problems: the toy example or your own p and q.")
+
+st.divider()
+st.subheader("Every verifier the package ships")
+st.caption(
+    "The verifier registry (specviz.proof.registry): each rule's kind, the signature it takes, whether it claims "
+    "to be lossless (the court above checks the claim), the plain reference its tokens must equal on the same "
+    "uniforms, and for each kind's own verifier the mistakes prove --kind runs as its negative controls."
+)
+st.table(registry.table(), border="horizontal", hide_index=True)  # nine rows to read, not to sort
 
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:

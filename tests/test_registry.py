@@ -174,3 +174,14 @@ def test_the_worked_example_in_design_md_runs():
     finally:
         registry.unregister("verify_mirrored")
     assert "chain, mirrored coins" not in court.RULES
+
+
+def test_the_verifiers_page_shows_the_registry():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app_pages" / "verifiers.py"), default_timeout=180)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (shown,) = [t.value for t in at.table if "verifier" in t.value.columns]
+    assert list(shown["verifier"]) == list(registry.VERIFIERS)
+    assert list(shown["claims"]) == ["lossless" if e.lossless else "LOSSY" for e in ENTRIES]

@@ -124,6 +124,23 @@ check()
 _BUILT_IN = frozenset(VERIFIERS)
 
 
+def table() -> list[dict[str, Any]]:
+    """Rows for display (the Verifiers page, ``specviz list``): one per entry, what it declares."""
+    return [
+        {
+            "verifier": e.name,
+            "court row": e.title if e.signature == "verify" else "(judged on trees)",
+            "kind": e.kind,
+            "signature": e.signature,
+            "claims": "lossless" if e.lossless else "LOSSY",
+            "reference": e.reference.partition(":")[2] if e.reference else "none",
+            "mistakes": ", ".join(e.mistakes) if e.own else "",
+            "what it is": e.summary,
+        }
+        for e in VERIFIERS.values()
+    ]
+
+
 def get(name: str) -> Entry:
     """The entry called ``name``; an InputError listing the names otherwise."""
     try:
