@@ -113,7 +113,7 @@ if revealed:
         {
             "histogram": i + 1,
             "chi-square": round(t.statistic, 2),
-            "p-value": f"{t.p_value:.2g}" if t.p_value >= 1e-300 else "< 1e-300",
+            "p-value": fb.p_value_text(t),
             f"fails at α = {t.alpha:g}": not t.passed,
             "from": mistake if i == result.odd else "the rule",
         }

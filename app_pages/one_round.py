@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, lesson_figures, links, presenter
+from specviz.app import figures, find_bug, lesson_figures, links, presenter
 from specviz.app import one_round as rd
 from specviz.proof.bugs import BUGS
 
@@ -86,7 +86,7 @@ def single(p, q, rounds: int, tr: rd.RoundTrace, t: rd.Tally) -> None:
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist")
         if t.test is not None:
             st.caption(f"Chi-square against p: statistic {t.test.statistic:.2f} on {t.test.dof} degrees of freedom, "
-                       f"p-value {t.test.p_value:.3g} (the critical value at α = {t.test.alpha:g} is "
+                       f"p-value {find_bug.p_value_text(t.test)} (the critical value at α = {t.test.alpha:g} is "
                        f"{t.test.critical_value:.2f}).")  # fmt: skip
 
 
@@ -109,7 +109,7 @@ def side_by_side(p, q, coins: rd.Coins, rule, bad, rounds: int, tr: rd.RoundTrac
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist." + name)
             if tal.test is not None:
                 st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: p-value "
-                           f"{tal.test.p_value:.3g} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
+                           f"{find_bug.p_value_text(tal.test)} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
     st.caption(f"{mistake}: {BUGS[mistake].title}. Same drafts, same coins: only that step differs. On the "
                "mistake's side each coin shows its own verdict; what the mistake kept is in the tokens it emitted.")
 

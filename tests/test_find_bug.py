@@ -123,3 +123,13 @@ def test_page_reveal_names_the_odd_histogram_and_its_test():
 def test_page_caps_n_and_says_so():
     at = open_page("app_pages/find_bug.py", {"n": str(10**6)})
     assert any("capped at 20,000" in w.value for w in at.warning)
+
+
+def test_p_values_never_print_as_a_bare_zero():
+    line = fb.lineup("greedy_draft_sampled_q", fb.MAX_N, 1)
+    odd = line.tests[line.odd]
+    assert odd.p_value == 0.0  # underflows in float
+    text = fb.p_value_text(odd)
+    assert text != "0" and ("e-" in text or text == "< 1e-300")
+    honest = line.tests[(line.odd + 1) % fb.PANELS]
+    assert fb.p_value_text(honest) == f"{honest.p_value:.3g}"

@@ -149,3 +149,18 @@ def chi_scores(counts: np.ndarray) -> np.ndarray:
     c = np.asarray(counts, dtype=np.float64)
     e = c.sum(axis=1, keepdims=True) * P
     return ((c - e) ** 2 / e).sum(axis=1)
+
+
+def p_value_text(test: stats.ChiSquare) -> str:
+    """A chi-square p-value as the lessons print it: never a bare "0" unless a sample is impossible."""
+    from .results import chi2_log10_sf  # the far tail, past float's range
+
+    if test.impossible:
+        return "0 (impossible sample)"
+    if test.p_value > 0:
+        return f"{test.p_value:.3g}"
+    log10_p = chi2_log10_sf(test.statistic, test.dof)
+    if not math.isfinite(log10_p):
+        return "< 1e-300"
+    exp = math.floor(log10_p)
+    return f"{10 ** (log10_p - exp):.2f}e{exp}"
