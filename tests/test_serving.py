@@ -190,3 +190,34 @@ def test_freeze_heap_once_per_page() -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_a_stopped_script_does_not_stop_the_visitors_who_joined_it() -> None:
+    """Streamlit stops a closed tab's script with a BaseException: whoever joined computes it themselves."""
+
+    class ScriptStopped(BaseException):  # Streamlit's StopException derives from BaseException, not Exception
+        pass
+
+    q: serving.HeavyQueue = serving.HeavyQueue(slots=1)
+    release = threading.Event()
+    joined: list[object] = []
+    stopped: list[BaseException] = []
+
+    def owner_compute() -> str:
+        assert release.wait(JOIN_S)
+        raise ScriptStopped
+
+    def owner() -> None:
+        try:
+            q.run("k", owner_compute)
+        except ScriptStopped as e:
+            stopped.append(e)
+
+    t_owner = start(owner)
+    wait_for(lambda: q.status() == (1, 0), "the owner computing")
+    t_join = start(lambda: joined.append(q.run("k", lambda: "the joiner's own")))
+    wait_for(lambda: threading.active_count() >= 3, "the joiner")
+    release.set()
+    t_owner.join(JOIN_S)
+    t_join.join(JOIN_S)
+    assert stopped and joined == ["the joiner's own"] and q.computed == 2

@@ -67,6 +67,7 @@ class _Flight:
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.started = False  # it left the queue and is computing
         self.result: object = None
         self.error: BaseException | None = None
 
@@ -145,7 +146,11 @@ class HeavyQueue(Generic[R]):
     def _join(self, flight: _Flight, on_wait: OnWait) -> None:
         while not flight.done.wait(WAIT_POLL_S):
             if on_wait is not None:
-                on_wait("The same computation is already running for another visitor: its result is shared.")
+                on_wait(
+                    "The same computation is already running for another visitor: its result is shared."
+                    if flight.started
+                    else "Another visitor asked for the same computation and is waiting for a turn: you share it."
+                )
 
     def _compute(
         self, key: Hashable, flight: _Flight, ticket: int, compute: Callable[[], R], on_wait: OnWait
@@ -170,17 +175,20 @@ class HeavyQueue(Generic[R]):
                 self._running += 1
                 self.computed += 1
                 self.peak_running = max(self.peak_running, self._running)
-                started = True
+                started = flight.started = True
                 self._cond.notify_all()
             try:
                 flight.result = compute()
-            except BaseException as e:  # handed to every visitor who joined this flight, then re-raised
+            except Exception as e:  # handed to every visitor who joined this flight, and raised here
                 flight.error = e
+            except BaseException:  # Streamlit stopping this visitor's script: the others must not stop too
+                flight.error = _Abandoned()
+                raise
         finally:
             with self._cond:
                 if started:
                     self._running -= 1
-                    if flight.error is None:
+                    if flight.error is None:  # kept, shared: never computed twice while it is kept
                         self._results[key] = flight.result  # type: ignore[assignment]
                         while len(self._results) > self.keep:
                             self._results.popitem(last=False)
