@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(browser.missing() is not N
 
 DOCS = browser.ROOT / "docs"
 WIDTH, HEIGHT = 1280, 720  # a classroom projector
+LOADED = "tokens emitted"  # a counter the fragment draws: the page is there once it shows
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +42,26 @@ def round_number(page) -> int:
 
 def test_one_round_steps_plays_and_is_photographed(page, app_url):
     page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=1")
-    browser.wait_idle(page, "One round, step by step")
+    browser.wait_idle(page, LOADED)
     assert browser.exceptions(page) == [] and browser.dialogs(page) == []
     assert browser.outside_viewport(page, ".st-key-round-step button") == []
     assert round_number(page) == 1
     browser.click_button(page, "Step")
-    browser.wait_idle(page, "One round, step by step")
+    browser.wait_idle(page, LOADED)
     assert round_number(page) == 2
     browser.click_button(page, "Play")
     page.wait_for_timeout(4000)  # about four ticks of one second
     playing = round_number(page)
     assert playing >= 4
     browser.click_button(page, "Pause")
-    browser.wait_idle(page, "One round, step by step")
+    browser.wait_idle(page, LOADED)
     page.wait_for_timeout(2500)
     paused = round_number(page)
     page.wait_for_timeout(2500)
     assert round_number(page) == paused  # the timer stopped
     page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=40")
-    browser.wait_idle(page, "One round, step by step")
+    browser.wait_idle(page, LOADED)
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
     page.wait_for_timeout(1500)
     assert browser.exceptions(page) == []
     page.screenshot(path=str(DOCS / "one-round.png"))
@@ -68,14 +70,15 @@ def test_one_round_steps_plays_and_is_photographed(page, app_url):
 
 def test_find_the_bug_reveals_and_is_photographed(page, app_url):
     page.goto(f"{app_url}/find-the-bug?present=1&mistake=shared_noise_stream&n=300&seed=0")
-    browser.wait_idle(page, "Find the bug")
+    browser.wait_idle(page, "your guess")
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
     page.wait_for_timeout(1500)
     assert browser.exceptions(page) == [] and browser.dialogs(page) == []
     assert browser.outside_viewport(page, ".st-key-findbug-reveal button") == []
     page.screenshot(path=str(DOCS / "find-the-bug.png"))
     assert (DOCS / "find-the-bug.png").stat().st_size > 10_000
     browser.click_button(page, "Reveal")
-    browser.wait_idle(page, "Find the bug")
+    browser.wait_idle(page, "the eye picks it out from N")
     text = browser.main_text(page)
     assert "the eye picks it out from N" in text
     assert f"The mistake is histogram {fb.place(0) + 1} (no guess was made)." in text

@@ -83,7 +83,7 @@ def round_histogram(target_probs: Sequence[float], counts: Sequence[int], title:
                    height=330)  # fmt: skip
 
 
-PANEL_COLUMNS = 5
+PANEL_COLUMNS = 10  # two rows: each histogram stays tall enough to read under the 340 px projector cap
 
 
 def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | None = None,
@@ -96,7 +96,7 @@ def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | N
     rows = -(-M // PANEL_COLUMNS)
     names = [f"{i + 1}" + (f": {notes[i]}" if notes else "") for i in range(M)]
     fig = make_subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=names, shared_yaxes=True,
-                        horizontal_spacing=0.02, vertical_spacing=0.1)  # fmt: skip
+                        horizontal_spacing=0.015, vertical_spacing=0.2)  # fmt: skip
     x = [str(v) for v in range(V)]
     top = float(max(p.max(), (counts / counts.sum(axis=1, keepdims=True)).max())) * 1.1
     for i in range(M):
@@ -104,9 +104,10 @@ def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | N
         f = counts[i] / counts[i].sum()
         fig.add_bar(x=x, y=f, row=r, col=col, showlegend=False, marker_color=LAW if i == marked else EMPIRICAL,
                     hovertemplate=f"histogram {i + 1}<br>token %{{x}}: %{{y:.4f}}<extra></extra>")  # fmt: skip
-        fig.add_scatter(x=x, y=p, row=r, col=col, mode="markers", showlegend=i == 0, name="target p",
-                        marker=dict(symbol="line-ew", size=18, line=dict(width=2, color=TARGET)), hoverinfo="skip")
+        fig.add_scatter(x=x, y=p, row=r, col=col, mode="markers", showlegend=False, name="target p",
+                        marker=dict(symbol="line-ew", size=14, line=dict(width=2, color=TARGET)), hoverinfo="skip")
     fig.update_yaxes(range=[0, top], showticklabels=False)
     fig.update_xaxes(showticklabels=False)
     fig.update_annotations(font_size=FONT["size"])
-    return _layout(fig, f"{M} histograms of the first token, one of them from a mistake", height=110 + 120 * rows)
+    title = f"{M} histograms of the first token, one of them from a mistake (ticks: p)"
+    return _layout(fig, title, height=100 + 140 * rows)
