@@ -248,6 +248,10 @@ def test_tree_equals_its_reference(V, shape):
         assert_same(specviz.verify_tree(*batch, uniforms=u), want, (V, shape, iid))
         tb = [None if a is None else torch.tensor(np.ascontiguousarray(a)) for a in batch]
         assert_same(specviz.verify_tree(*tb, uniforms=Uniforms(*map(torch.tensor, u))), want, (V, shape, iid, "torch"))
+        if iid and V > 2:  # negative control: r reset to the node's target row after a rejection
+            control = reference.with_step(reference.verify_tree, "tree_resample_from_p",
+                                          residual=lambda r, q, y, M, p: p.copy())  # fmt: skip
+            assert differs(control(*batch, uniforms=u), want), (V, shape)
 
 
 # --- bad input: the reference refuses what the engine refuses, naming the same argument ---------------
