@@ -39,13 +39,14 @@ def check_rows(name: str, rows: np.ndarray, tol: float) -> None:
                          f"a row summing to {sums[worst]:.6g}")  # fmt: skip
 
 
-def name_refusal(p: np.ndarray, q: np.ndarray | None, r: np.ndarray) -> None:
-    """Raise the InputError of a refused draw, naming the argument that holds the bad entry."""
+def name_refusal(p: np.ndarray, q: np.ndarray | None) -> None:
+    """Raise the InputError of a refused draw, naming the argument that holds the bad entry: p (R, V)
+    the target rows drawn at, q the draft rows of the residual ones (or None)."""
     if not np.isfinite(p).all():
         raise InputError("target_probs", "finite probabilities", "NaN or infinite entries")
     if p.size and p.min() < 0:
         raise InputError("target_probs", "non-negative probabilities", f"minimum {float(p.min()):.6g}")
-    if q is not None and not np.isfinite(q[r]).all():
+    if q is not None and not np.isfinite(q).all():
         raise InputError("draft_probs", "finite probabilities", "NaN or infinite entries")
     raise InputError("target_probs", "probability rows (each summing to less than 16)",
                      "a row whose weights sum to 16 or more")  # fmt: skip

@@ -225,26 +225,22 @@ def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.nd
                res: np.ndarray, draws: np.ndarray, u: np.ndarray, validate: bool,
                tol: tuple[float, float]) -> np.ndarray:  # fmt: skip
     """(B,) the replacement (rows ``res``) or bonus token of each drawing row; -1 where none."""
-    B = P.shape[0]
-    out = np.full(B, PAD_TOKEN, np.int64)
-    b = np.flatnonzero(draws)
-    K = xs.shape[1]
-    p = _compute(_at(P, b, row[b]))  # (R, V) a copy, in the compute dtype
-    r = res[b]
-    qpos = np.minimum(row[b], K - 1) if K else row[b]
-    q = None if Q is None or not r.any() else _compute(_at(Q, b, qpos))
-    x = xs[b, qpos] if K else np.zeros(len(b), np.int64)
+    out = np.full(P.shape[0], PAD_TOKEN, np.int64)
+    rr, rp = np.flatnonzero(draws & res), np.flatnonzero(draws & ~res)  # from a residual, from p
+    p_res, p = _compute(_at(P, rr, row[rr])), _compute(_at(P, rp, row[rp]))  # (R, V) copies
+    q_res = None if Q is None else _compute(_at(Q, rr, row[rr]))  # residual rows are below K
     if validate:
+        _in.check_rows("target_probs", p_res, tol[0])
         _in.check_rows("target_probs", p, tol[0])
-        if q is not None:
-            _in.check_rows("draft_probs", q[r], tol[1])
+        if q_res is not None:
+            _in.check_rows("draft_probs", q_res, tol[1])
     try:
-        if r.any():
-            out[b[r]] = steps.replacement(p[r], None if q is None else q[r], x[r], u[b[r]], steps.inverse_cdf)
-        if (~r).any():
-            out[b[~r]] = steps.inverse_cdf(p[~r], u[b[~r]])
+        if len(rr):
+            out[rr] = steps.replacement(p_res, q_res, xs[rr, row[rr]], u[rr], steps.inverse_cdf)
+        if len(rp):
+            out[rp] = steps.inverse_cdf(p, u[rp])
     except _Refused:
-        _in.name_refusal(p, q, r)
+        _in.name_refusal(np.concatenate([p_res, p]), q_res)
     return out
 
 
