@@ -237,13 +237,13 @@ def _smoke() -> tuple:
             np.full((1, 1), 0.5), np.array([0.5]))  # fmt: skip
 
 
-def probe_lines(probes: list[Probe]) -> list[str]:
-    """One line per probe, wrapped under 100 columns."""
+def probe_lines(probes: list[Probe], width: int = 96) -> list[str]:
+    """One line per probe, wrapped at ``width`` columns (room for an indent under 100)."""
     import textwrap
 
     lines = []
     for p in probes:
-        lines += textwrap.wrap(f"{p.verdict:7s} {p.name:17s} {p.detail}", 99, subsequent_indent=" " * 26)
+        lines += textwrap.wrap(f"{p.verdict:7s} {p.name:17s} {p.detail}", width, subsequent_indent=" " * 26)
     return lines
 
 

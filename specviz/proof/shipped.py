@@ -27,21 +27,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from .blackbox import BlackBox, blackbox_tests
 from .probes import Probe, probe_lines, run_probes
 from .ship import CallSpec, Paired, paired_test
 from .sweep import Sweep, sweep
 
 DEFAULT_SPEC = CallSpec()
-STOP_AFTER = 20  # mismatches before the paired test gives the question to the sweep
+STOP_AFTER = 5  # mismatches before the paired test hands the question to the sweep (and reproducers saved)
 
 
 class Shipped(NamedTuple):
-    verdict: str  # "PASS" | "PASS (law)" | "FAIL" | "SKIPPED"
+    verdict: str  # "PASS" | "PASS (law)" | "FAIL" | "INCONCLUSIVE"
     reason: str
     probes: list[Probe]
     paired: Paired | None
     sweep: Sweep | None
     threads: str  # what prove did with torch's threads
+    blackbox: BlackBox | None = None  # the sampled tests, for a verifier without uniforms=
 
     def lines(self) -> list[str]:
         out = [self.threads, "", "fault probes:"] + ["  " + s for s in probe_lines(self.probes)]
@@ -49,6 +51,8 @@ class Shipped(NamedTuple):
             out += [""] + self.paired.lines()
         if self.sweep is not None:
             out += [""] + self.sweep.lines()
+        if self.blackbox is not None:
+            out += [""] + self.blackbox.lines()
         return [*out, "", f"{self.verdict}: {self.reason}"]
 
 
@@ -77,6 +81,7 @@ def prove_shipped(
     flat: Callable[..., Any] | None = None,
     sweep_rows: int = 2,
     threads: int | None = None,
+    blackbox_rows: int = 20_000,
     progress: Callable[[str], None] | None = None,
 ) -> Shipped:
     """Probe ``verifier``, pair it with the reference at vocabulary ``V``, sweep where they differ.
@@ -85,13 +90,25 @@ def prove_shipped(
     :func:`specviz.verify_flat`) and takes ``uniforms=``; ``flat`` is its flat-layout twin, if
     any (the padded-vs-flat probe). ``tv``: the bound the paired test certifies with no
     mismatch (it runs -ln(0.05)/tv rows). ``reproducers``: a folder for mismatching rows.
-    ``threads``: torch's thread count (default 1). Returns :class:`Shipped`.
+    ``threads``: torch's thread count (default 1). A verifier without ``uniforms=`` gets the
+    black-box tests instead (:mod:`specviz.proof.blackbox`, ``blackbox_rows`` rows on one context).
+    Returns :class:`Shipped`.
     """
     note = set_torch_threads(threads)
     probes = run_probes(verifier, spec, flat=flat, seed=seed)
-    if any(p.verdict == "skipped" for p in probes):
-        return Shipped("SKIPPED", "the verifier takes no uniforms=, so neither the paired test nor the sweep "
-                       "can run; prove without --vocab judges its law by sampling", probes, None, None, note)
+    if any(p.verdict == "skipped" for p in probes):  # rng only: the law is sampled, token by token
+        box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress)
+        where = [c.part for c in box.failed]
+        if where:
+            verdict, reason = "FAIL", "the law breaks at: " + ", ".join(where)
+        elif all(c.conclusive for c in box.checks if c.part in ("first token", "acceptance")):
+            weak = [c.part for c in box.checks if not c.conclusive]
+            verdict, reason = "PASS", (f"every token law tested passed at V = {V:,}"
+                                       + (f" (inconclusive: {', '.join(weak)})" if weak else "")
+                                       + "; no uniforms=, so no paired test, sweep or probes")  # fmt: skip
+        else:
+            verdict, reason = "INCONCLUSIVE", "the first-token or acceptance test lacks power: more rows (--n)"
+        return Shipped(verdict, reason, probes, None, None, note, box)
     paired = paired_test(verifier, V=V, K=K, spec=spec, tv=tv, seed=seed, reproducers=reproducers,
                          stop_after=STOP_AFTER, progress=progress)  # fmt: skip
     failed = [p.name for p in probes if p.failed]
@@ -177,16 +194,18 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
                 print(msg, file=sys.stderr)
 
         report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
-                               reproducers=args.reproducers, flat=flat, threads=args.threads, progress=progress)
+                               reproducers=args.reproducers, flat=flat, threads=args.threads,
+                               blackbox_rows=args.n, progress=progress)  # fmt: skip
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for line in report.lines():
         print("\n".join(textwrap.wrap(line, 99, subsequent_indent="  ")) if len(line) > 99 else line)
     if report.paired is not None and report.paired.reproducers:
-        print(f"replay one: python -m specviz prove --verifier {args.verifier or 'specviz:verify'} "
-              f"--replay {report.paired.reproducers[0]}")  # fmt: skip
-    return 0 if report.verdict.startswith("PASS") or report.verdict == "SKIPPED" else 1
+        print("replay one:")
+        print(f"  python -m specviz prove --verifier {args.verifier or 'specviz:verify'} --replay "
+              f"{report.paired.reproducers[0]}")  # fmt: skip
+    return 0 if report.verdict.startswith("PASS") else 3 if report.verdict == "INCONCLUSIVE" else 1
 
 
 def plain_probes(verifier: Callable[..., Any]) -> list[Probe]:
