@@ -231,7 +231,7 @@ def _to_bfloat16(q):
 
     if isinstance(q, torch.Tensor):
         return q.to(torch.bfloat16).to(q.dtype)
-    return torch.from_numpy(np.ascontiguousarray(q)).to(torch.bfloat16).double().numpy().astype(q.dtype)
+    return torch.from_numpy(np.array(q, copy=True)).to(torch.bfloat16).double().numpy().astype(q.dtype)
 
 
 def engine_leq(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
