@@ -104,9 +104,11 @@ if clicked or from_link:  # a link restores the result too (N within its cap), n
     st.session_state[S + "ran"] = run_key
 
 # --- reveal ----------------------------------------------------------------------------------------
-st.divider()
-if st.session_state.get(S + "ran") != run_key:
-    if not presenter.presenting(st.session_state):  # in presenter mode it would push the inputs below the fold
+ran = st.session_state.get(S + "ran") == run_key
+if ran or not presenter.presenting(st.session_state):  # in presenter mode, before a run, nothing above the inputs
+    st.divider()
+if not ran:
+    if not presenter.presenting(st.session_state):
         st.info("Make your prediction, then click **Run the test**.")
     raise flow.EndOfPage  # st.stop() would drop the Next link
 

@@ -290,7 +290,7 @@ st.subheader("The derivation")
 st.markdown("A token x is emitted either by acceptance (drafted, then kept) or by replacement (after a rejection):")
 st.latex(
     r"P(\text{emit } x) = \underbrace{q(x)\,\min\!\Big(1, \tfrac{p(x)}{q(x)}\Big)}_{\text{accepted}}"
-    r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}"
+    r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}\;"  # the thin space: the brace's label overhung the box by 2 px
 )
 st.markdown("The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:")
 st.latex(r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)")

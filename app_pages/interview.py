@@ -259,7 +259,7 @@ for note in link_notes:
 step = int(st.session_state[S + "step"])
 done = answers()
 right = iv.results(done)
-st.progress(len(done) / SUMMARY, text=f"{len(done)} of {SUMMARY} answered, {sum(right.values())} right")
+progress_text = f"{len(done)} of {SUMMARY} answered, {sum(right.values())} right"
 
 if step < SUMMARY:
     q = QUESTIONS[step]
@@ -268,11 +268,16 @@ if step < SUMMARY:
     in_key = S + "in." + q.key
     if in_key not in st.session_state:
         st.session_state[in_key] = done.get(q.key)
-    if q.kind == "choice":
-        st.radio("Your answer", q.choices, key=in_key)
-    else:
-        st.number_input("Your answer", format="%.4f", key=in_key, placeholder="a number")
-    st.button("Check", type="primary", key=S + "check", on_click=commit, args=(q.key,))
+    # The answer and Check side by side, the progress under them: on a 1280 x 720 projector at 150 % zoom,
+    # Check stacked under a progress bar and the answer was below the fold.
+    answer_col, check_col = st.columns([2, 1], vertical_alignment="bottom")
+    with answer_col:
+        if q.kind == "choice":
+            st.radio("Your answer", q.choices, key=in_key, horizontal=True)
+        else:
+            st.number_input("Your answer", format="%.4f", key=in_key, placeholder="a number")
+    check_col.button("Check", type="primary", key=S + "check", on_click=commit, args=(q.key,))
+    st.progress(len(done) / SUMMARY, text=progress_text)
     if st.session_state.get(S + "empty") == q.key:
         st.warning("Choose or type an answer first.", icon=":material/edit:")
     if q.key in done:
@@ -293,6 +298,7 @@ if step < SUMMARY:
     nav[1].button("Next →", key=S + "next", on_click=go, args=(step + 1,))
     nav[2].button("Go to the summary", key=S + "to_summary", on_click=go, args=(SUMMARY,))
 else:
+    st.progress(len(done) / SUMMARY, text=progress_text)
     st.subheader("Summary")
     for i, q in enumerate(QUESTIONS):
         mark = "✅ right" if right.get(q.key) else "❌ wrong" if q.key in right else "— not answered"

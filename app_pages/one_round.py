@@ -71,7 +71,7 @@ def controls(t: rd.Tally) -> None:
 def single(p, q, rounds: int, tr: rd.RoundTrace, t: rd.Tally) -> None:
     left, right = st.columns([1, 1], gap="large")
     with left:
-        fig = lesson_figures.coin_lines(tr.steps, f"Round {rounds}: coins against p/q (green: keep, red: reject)")
+        fig = lesson_figures.coin_lines(tr.steps, f"Round {rounds}: coins against p/q")
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
         fig = lesson_figures.last_draw(tr.dist, tr.u, tr.last, tr.kind)
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "draw")

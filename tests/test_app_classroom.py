@@ -208,5 +208,5 @@ def test_tree_shapes_have_one_name_each_and_are_drawn():
     assert list(trees["candidates"]) == ["full 2-ary tree, i.i.d. from q (SpecInfer)",
                                          "full 2-ary tree, q's top k (EAGLE-style)"]  # fmt: skip
     titles = [c.proto.spec for c in at.get("plotly_chart")]
-    assert any("2 chains from the root (the table above): 4 drafted tokens" in t for t in titles)
-    assert any("full 2-ary tree (this section): 6 drafted tokens" in t for t in titles)
+    assert any("2 chains from the root: 4 drafts" in t for t in titles)
+    assert any("full 2-ary tree: 6 drafts" in t for t in titles)

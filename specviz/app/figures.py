@@ -496,7 +496,7 @@ def sweep_curve(values: Sequence[float], acceptance: Sequence[float], tokens_per
     step = 1.0 if k >= 3 else 0.5 if k >= 2 else 0.25
     fig.update_yaxes(title_text="tokens per step", range=[1.0, 1.0 + 1.02 * k], tickmode="linear", tick0=1.0,
                      dtick=step, showgrid=False, secondary_y=True)  # fmt: skip
-    return _layout(fig, f"Acceptance and tokens per step as the drafter's {knob} varies", height=380)
+    return _layout(fig, f"Acceptance, tokens per step vs {knob}", height=380)
 
 
 # --- interview ---------------------------------------------------------------------------------
@@ -564,8 +564,7 @@ def block_steps(trace: Any) -> go.Figure:
     names = [f"x{i + 1} = {int(t)}" for i, t in enumerate(trace.draft_tokens)]
     kept = [ACCEPTED if i < trace.tau else NOT_REACHED for i in range(j)]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
-                        subplot_titles=(f"thresholds h_i and uniforms eta_i: tau = {trace.tau}",
-                                        "the last token's distribution"))  # fmt: skip
+                        subplot_titles=(f"h_i and eta_i: tau = {trace.tau}", "the last token's row"))  # fmt: skip
     fig.add_bar(x=names, y=trace.thresholds, marker_color=kept, name="threshold h_i",
                 customdata=trace.weights[1:], row=1, col=1,
                 hovertemplate="%{x}<br>h = %{y:.4f}<br>w = %{customdata:.4f}<extra></extra>")  # fmt: skip
@@ -577,5 +576,5 @@ def block_steps(trace: Any) -> go.Figure:
                 hovertemplate="%{x}<br>%{y:.4f}<extra></extra>")  # fmt: skip
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    return _layout(fig, f"One block verification: kept {trace.tau} of {j}, then token {trace.token} from "
-                   f"{trace.source}", height=420)  # fmt: skip
+    # Short titles: the page says where the last token came from in words; long ones ran off a projector at 150 %.
+    return _layout(fig, f"Block verification: kept {trace.tau} of {j}, then token {trace.token}", height=420)

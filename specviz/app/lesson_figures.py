@@ -39,7 +39,7 @@ def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
     fig.add_scatter(y=labels, x=[s.u for s in rows], mode="markers", name="coin u",
                     marker=dict(symbol="diamond", size=18, color=TARGET, line=dict(width=2, color="#ffffff")),
                     hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
-    return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u: accept iff u·q(x) < p(x)"),
+    return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u"),
                    height=90 + 80 * len(rows), bargap=0.3, showlegend=False)  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figu
                     hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
     what = "Residual (p − q)₊" if kind == "replacement" else "Bonus from p"
     return _layout(fig, f"{what}: u = {u:.2f} → token {token}", barmode="stack",
-                   xaxis=dict(range=[0, 1]), yaxis=dict(showticklabels=False), height=170)  # fmt: skip
+                   xaxis=dict(range=[0, 1]), yaxis=dict(showticklabels=False), height=200)  # fmt: skip
 
 
 def round_histogram(target_probs: Sequence[float], counts: Sequence[int], title: str) -> go.Figure:

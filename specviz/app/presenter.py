@@ -135,6 +135,6 @@ def stylesheet(present: bool) -> str:
     if present:
         top = '[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"] > '
         after = ",\n".join(f"{top}:has(.{_key_class(k)})" for k in INPUT_KEYS)
-        last = f"{top}.{_key_class(NEXT_KEY)}"
+        last = f"{top}.{_key_class(NEXT_KEY)}, {top}:has(.{_key_class(NEXT_KEY)})"
         css += _PRESENTER_CSS % {"root": ROOT_FONT_PX, "after": after, "last": last}
     return css

@@ -92,7 +92,9 @@ def shape_figure(parents: Sequence[int], title: str, height: int = 260) -> go.Fi
         hoverinfo="text",
     )  # fmt: skip
     fig.update_layout(
-        title=f"{title}: {par.size - 1} drafted tokens",
+        # anchored inside the figure's top edge (as specviz.app.figures does): by default it rose above it
+        title=dict(text=f"{title}: {par.size - 1} drafts", x=0, xanchor="left", y=0.98, yanchor="top",
+                   yref="container"),
         height=height,
         margin={"t": 48, "b": 10, "l": 10, "r": 10},
         xaxis={"visible": False},
