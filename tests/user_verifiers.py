@@ -368,3 +368,13 @@ def renormalizes_in_place(target_probs, draft_probs, draft_tokens, num_draft, *,
         with np.errstate(invalid="ignore", divide="ignore"):
             draft_probs /= draft_probs.sum(axis=-1, keepdims=True)
     return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
+
+
+def hf_ensemble_half(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+                     assistant_ensemble_weight=None):  # fmt: skip
+    """Hugging Face's own _speculative_sampling with assistant_ensemble_weight = 0.5 (a lossy mixture of p
+    and q): ``prove --verifier hf:tests.user_verifiers:hf_ensemble_half``. Needs transformers."""
+    from transformers.generation.utils import _speculative_sampling
+
+    return _speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+                                 assistant_ensemble_weight=0.5)  # fmt: skip
