@@ -25,9 +25,10 @@ the same flags in the same run: that is Streamlit's own floor, and the ratio is 
 The machine may be shared: every figure is printed with the load average beside it.
 
 --crowd N has N students open a page from their own link at once and click its heavy button
-(--heavy bug-lab, the default, or real-text): page-load and click p50/p95, whether each saw only
-their own settings (the link the server wrote back) and was shown a place in the queue, peak RSS
-and CPU. With --url and --pids it drives an app already running, e.g. behind serve/hall.sh, and
+(--heavy bug-lab, the default, real-text, or tokens: Tokens per step at its cap, heavy on load):
+page-load and click p50/p95, whether each saw only their own settings (the link the server wrote
+back) and was shown a place in the queue, peak RSS and CPU. With --url and --pids it drives an app
+already running, e.g. behind serve/hall.sh, and
 --kill-after S kills the last of those processes S seconds in, then reconnects the students it
 dropped with their links. docs/serving.md has the figures.
 Loopback only, every count and duration bounded; printed as medians and p95 with the bound
@@ -296,6 +297,8 @@ CLICKS = {  # the heaviest clicks: page, the link a student opens, the button, a
         "Run the check",
         "for the correct verifier",
     ),
+    # No button: the page measures on load. At the cap, each student with their own seed.
+    "tokens": ("tokens-per-step", lambda i: {"n": str(limits.MAX_TOKENS_N), "seed": str(i)}, None, None),
 }
 
 
@@ -309,7 +312,7 @@ async def crowd_visitor(url: str, heavy: str, i: int) -> dict:
         await v.open()
         load_s = await v.load(page, query)
         mine = all(v.numbers.get(k) == int(x) for k, x in (("Seed", query.get("seed")),) if x and k in v.numbers)
-        run_s = await v.click(button, expect)
+        run_s = await v.click(button, expect) if button else 0.0
         shown = parse_qs(v.link)  # the address bar the server wrote holds this student's settings, not another's
         mine = mine and all(shown.get(k) == [x] for k, x in query.items())
         waited = [t for t in v.texts if t.startswith("Waiting for a turn")]
@@ -355,7 +358,8 @@ async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | No
     print(f"{'figure':52s} {'n':>5s} {'median s':>9s} {'p95 s':>8s}")
     if ok:
         show(f"page load, {heavy} from a link", [r["load"] for r in ok])
-        show(f"{CLICKS[heavy][2]!r} click, own settings", [r["run"] for r in ok])
+        if CLICKS[heavy][2]:
+            show(f"{CLICKS[heavy][2]!r} click, own settings", [r["run"] for r in ok])
     print(f"saw only their own settings: {sum(bool(r['mine']) for r in ok)} of {len(ok)}; shown a place in the "
           f"queue: {sum(r['waited'] for r in ok)}; lost: {len(lost)}"
           + (f" ({lost[0]['error']})" if lost else ""))  # fmt: skip

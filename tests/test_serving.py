@@ -221,3 +221,11 @@ def test_a_stopped_script_does_not_stop_the_visitors_who_joined_it() -> None:
     t_owner.join(JOIN_S)
     t_join.join(JOIN_S)
     assert stopped and joined == ["the joiner's own"] and q.computed == 2
+
+
+def test_the_slots_a_deployment_sets() -> None:
+    assert serving.slots_from_env({}) == serving.HEAVY_SLOTS
+    assert serving.slots_from_env({serving.SLOTS_ENV: "1"}) == 1
+    for bad in ("0", "two", "-1", ""):
+        with pytest.raises(InputError, match=f"{serving.SLOTS_ENV}: expected an integer >= 1"):
+            serving.slots_from_env({serving.SLOTS_ENV: bad})

@@ -20,9 +20,10 @@ No Streamlit here; app.py and the pages call these.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, Protocol, TypeVar
 
 from ..errors import InputError
@@ -49,6 +50,7 @@ def freeze_heap(page: str) -> bool:
 
 
 HEAVY_SLOTS = 2  # heavy computations at once per process: one per core of the 2-core laptop this was measured on
+SLOTS_ENV = "SPECVIZ_HEAVY_SLOTS"  # a deployment's own bound, e.g. 1 where memory is short (docs/serving.md)
 HEAVY_WAITING = 64  # visitors that may wait at once; one more is told to come back rather than queued
 HEAVY_RESULTS = 64  # results kept, shared by every visitor (least recently used dropped first)
 WAIT_POLL_S = 0.5  # how often a waiting visitor's place is refreshed
@@ -223,4 +225,14 @@ def heavy(key: Hashable, compute: Callable[[], R], placeholder: Placeholder, que
         placeholder.empty()
 
 
-HEAVY: HeavyQueue = HeavyQueue()  # the process's one queue: every page's heavy clicks share its slots
+def slots_from_env(environ: Mapping[str, str]) -> int:
+    """The bound ``SPECVIZ_HEAVY_SLOTS`` sets, or :data:`HEAVY_SLOTS` when it is unset."""
+    text = environ.get(SLOTS_ENV)
+    if text is None:
+        return HEAVY_SLOTS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise InputError(SLOTS_ENV, "an integer >= 1", repr(text))
+    return int(text)
+
+
+HEAVY: HeavyQueue = HeavyQueue(slots_from_env(os.environ))  # the process's one queue, shared by every page
