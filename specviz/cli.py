@@ -26,7 +26,8 @@ arrays, and a write into one is an error naming the argument; what it prints goe
 so ``--json`` prints JSON only.
 
 ``specviz list`` prints the verifier registry (``specviz.proof.registry``: each verifier's kind,
-signature, lossless or lossy, reference and mistakes), the scenarios and the bugs.
+signature, lossless or lossy, reference and mistakes), the scenarios and the bugs; ``list --tv`` adds
+each bug's exact TV from the target's law (by enumeration: seconds, where the list alone takes a fraction of one).
 
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
 something fails, raises, runs past its time limit or a bug is missed; 2 for bad arguments;
@@ -40,35 +41,59 @@ import contextlib
 import importlib
 import json
 import os
+import re
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
-from .proof import registry, shipped
+from .proof import registry
 from .proof.bugs import BUGS
 from .proof.controls import KINDS, kind_controls
 from .proof.engine_bugs import FAULTS
-from .proof.harness import DEFAULT_TIMEOUT
-from .proof.prove import DEFAULT_N, plan, run_suite
-from .proof.report import (
-    CaseResult,
-    SuiteResult,
-    case_record,
-    controls_line,
-    exact_record,
-    exact_table,
-    fault_tv,
-    format_row,
-    header,
-    home_tvs,
-    summary_line,
-)
 from .proof.scenarios import HOME, SCENARIOS
-from .proof.stats import ALPHA, MIN_TOKENS, MIN_TV
+
+if TYPE_CHECKING:
+    from .proof.report import CaseResult, SuiteResult
+
+# The statistics (specviz.proof.stats, report, prove, shipped) import SciPy: about 2 s of CPU.
+# ``list`` needs none of it, so those modules are imported where ``prove`` uses them.
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+WIDTH = 100  # columns of every line the CLI prints (tests/test_cli_ergonomics.py checks it)
+
+
+def fill(text: str, indent: int | None = None) -> str:
+    """``text`` wrapped to :data:`WIDTH`, line by line; a continuation is indented ``indent``
+    columns (default: the line's own indent plus two). A word longer than a line stays whole."""
+    out = []
+    for line in text.splitlines() or [""]:
+        lead = len(line) - len(line.lstrip(" "))
+        more = " " * (lead + 2 if indent is None else indent)
+        kept = OPERATOR.sub("\xa0\\1\xa0", line)  # "L = 3" stays on one line: textwrap breaks at ASCII spaces only
+        out.append(textwrap.fill(kept, WIDTH, subsequent_indent=more, break_long_words=False,
+                                 break_on_hyphens=False).replace("\xa0", " ") or line)  # fmt: skip
+    return "\n".join(out)
+
+
+OPERATOR = re.compile(r" (=|<|>|<=|>=|\*|\+|-) (?=\S)")  # the spaces around an operator in a formula
+
+
+class PlainHelp(argparse.HelpFormatter):
+    """Help as plain text within the terminal and :data:`WIDTH` columns: a docstring's RST double
+    backticks dropped, its paragraphs kept apart (argparse's own formatter runs them together)."""
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        kwargs.setdefault("width", min(WIDTH, shutil.get_terminal_size().columns - 2))
+        super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = text.replace("``", "").strip().split("\n\n")
+        return "\n\n".join(textwrap.fill(" ".join(p.split()), width, initial_indent=indent, subsequent_indent=indent)
+                             for p in paragraphs)  # fmt: skip
 
 
 def load_verifier(spec: str) -> Callable[..., Any]:
@@ -95,6 +120,8 @@ def load_verifier(spec: str) -> Callable[..., Any]:
 
 
 def to_json(r: CaseResult) -> dict[str, Any]:
+    from .proof.report import case_record
+
     return case_record(r)
 
 
@@ -112,14 +139,30 @@ def _version() -> str:
     return __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prove: bool = True) -> argparse.ArgumentParser:
+    """The parser; ``prove=False`` leaves out prove's options (their defaults import the
+    statistics), for a command line that runs ``list``."""
     # "specviz" when run as the installed console command, "python -m specviz" otherwise.
     prog = "python -m specviz" if sys.argv[0].endswith("__main__.py") else "specviz"
-    ap = argparse.ArgumentParser(prog=prog, description="specviz: lossless speculative sampling")
+    ap = argparse.ArgumentParser(prog=prog, description="specviz: lossless speculative sampling",
+                                 formatter_class=PlainHelp)  # fmt: skip
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prove", help="run the end-to-end proof suite", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                       formatter_class=PlainHelp)  # fmt: skip
+    ls = sub.add_parser("list", help="list the verifiers (the registry), the scenarios (with the emitted tokens each "
+                        "judges) and the bugs", description="The verifier registry, the scenarios prove runs (with "
+                        "the emitted tokens each judges), the bugs it runs as negative controls and the engine "
+                        "faults tested beside them.", formatter_class=PlainHelp)  # fmt: skip
+    ls.add_argument("--tv", action="store_true", help="also compute each bug's and fault's exact TV from the "
+                    "target's law, by enumeration (a few seconds)")  # fmt: skip
+    if not prove:
+        return ap
+    from .proof import shipped
+    from .proof.harness import DEFAULT_TIMEOUT
+    from .proof.prove import DEFAULT_N
+    from .proof.stats import ALPHA
+
     p.add_argument("--n", type=int, default=DEFAULT_N, help=f"sequences per case (default {DEFAULT_N:,})")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the chains are fixed per scenario)")
     p.add_argument("--scenarios", help="comma-separated, from: " + ", ".join(SCENARIOS))
@@ -133,64 +176,88 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     shipped.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
-    sub.add_parser("list", help="list the verifiers (the registry), the scenarios (with the emitted tokens each "
-                   "judges) and the bugs")
     return ap
 
 
-def _list() -> None:
+TESTS_PATH = re.compile(r" \((?:in )?tests/[^)]*\)")  # "(tests/test_x.py)": a file of the repository, not the wheel
+
+
+def _list(tv: bool = False) -> None:
+    """Print the registry, the scenarios, the bugs and the faults, each line within :data:`WIDTH`;
+    ``tv``: with each bug's and fault's exact TV from the target (enumeration, seconds of CPU)."""
+    if tv:
+        from .proof.report import fault_tv, home_tvs
+
+    def say(head: str, *body: str) -> None:
+        print(fill(head, 9))
+        for b in body:
+            print(fill(" " * 9 + b))
+
     for e in registry.VERIFIERS.values():  # the registry: what each verifier is
         ref = e.reference.partition(":")[2] if e.reference else "none"
-        print(f"verifier {e.name:24s} kind={e.kind} signature={e.signature} {'lossless' if e.lossless else 'LOSSY'} "
-              f"reference={ref}{' (prove --kind ' + e.kind + ' runs it)' if e.own else ''}")  # fmt: skip
-        print(f"{'':33s}{e.summary}")
-        if e.own:
-            print(f"{'':33s}mistakes (its negative controls): {', '.join(e.mistakes)}")
+        say(f"verifier {e.name:24s} kind={e.kind} signature={e.signature} {'lossless' if e.lossless else 'LOSSY'} "
+            f"reference={ref}", e.summary,
+            *([f"prove --kind {e.kind} runs it, its mistakes as negative controls: {', '.join(e.mistakes)}"]
+              if e.own else []))  # fmt: skip
     for s in SCENARIOS.values():
-        print(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}")
-        print(f"{'':29s}judges: {s.covers}")
+        say(f"scenario {s.name:19s} V={s.V} K={s.K} L={s.L}{' ragged' if s.ragged else ''}: {s.description}",
+            f"judges: {s.covers}")  # fmt: skip
     for b in BUGS.values():
         where = ", ".join(HOME.get(b.name, ("reference",)))
-        print(f"bug      {b.name:24s} caught by {b.caught_by} [{where}]")
-        print(f"{'':33s}exact TV from the target: {home_tvs(b.name)}")
-    for f in FAULTS.values():  # tested directly (tests/test_engine_bugs.py), not by prove
-        print(f"fault    {f.name:24s} caught by {f.caught_by}")
-        print(f"{'':33s}exact TV from the target: {fault_tv(f.name)}")
+        say(f"bug      {b.name:24s} caught by {TESTS_PATH.sub('', b.caught_by)} [{where}]",
+            *([f"exact TV from the target: {home_tvs(b.name)}"] if tv else []))  # fmt: skip
+    print(fill("Engine faults: no sampled law shows them, so prove does not run them; direct tests in specviz's "
+               "own test suite (the source repository) do."))  # fmt: skip
+    for f in FAULTS.values():
+        say(f"fault    {f.name:24s} caught by {TESTS_PATH.sub('', f.caught_by)}",
+            *([f"exact TV from the target: {fault_tv(f.name)}"] if tv else []))  # fmt: skip
+    if not tv:
+        print(fill("Each bug's and fault's exact TV from the target's law: specviz list --tv (by enumeration)."))
 
 
-def _print_table(suite: SuiteResult, args: argparse.Namespace, elapsed: float) -> None:
+def _print_table(suite: SuiteResult, args: argparse.Namespace, vname: str, elapsed: float) -> None:
+    from .proof.report import controls_line, exact_table, format_row, header, summary_line
+    from .proof.stats import MIN_TOKENS, MIN_TV
+
+    print(fill(f"verifier under test: {vname} (kind {args.kind})"))
     print(header())
     for r in suite.results:
         print(format_row(r))
     print()
-    print(f"N = {args.n:,} sequences per case, seed {args.seed}, level {args.alpha}; {elapsed:.1f} s.")
-    print("detect TV: any shift of the joint law at least this large is caught with probability >= 99%.")
-    print(f"A verdict needs power: a test that cannot catch TV {MIN_TV} in the law (or {MIN_TOKENS} tokens per "
-          "step) says inconclusive.")  # fmt: skip
-    print("1st-tok: a test of the first token alone (informational: it misses shared_uniform).")
+    for line in (
+        f"N = {args.n:,} sequences per case, seed {args.seed}, level {args.alpha}; {elapsed:.1f} s.",
+        "p-value: of the chi-square test of the joint law of the scenario's L tokens (its statistic, dof and "
+        "critical value are in --json). TV: from the observed law to the target's. detect: any shift of the "
+        "joint law at least this large is caught with probability >= 99%. tokens: tokens per verification "
+        "step, measured; exact: its exact value.",
+        f"A verdict needs power: a test that cannot catch TV {MIN_TV} in the law (or {MIN_TOKENS} tokens per "
+        "step) says inconclusive.",
+        "1st-tok: a test of the first token alone (informational: it misses shared_uniform).",
+    ):
+        print(fill(line))
     if suite.exact:
         print()
-        print(exact_table(suite))
-    print(controls_line(suite))
+        print(fill(exact_table(suite)))
+    print(fill(controls_line(suite)))
     for r in suite.results:
         if r.verdict == "FAIL" and r.explanation is not None:
             print()
-            print(f"FAIL {r.scenario} / {r.verifier}:")
+            print(fill(f"FAIL {r.scenario} / {r.verifier}:"))
             t = r.tokens
             for line in r.explanation.lines():
-                print("  " + line)
-            print(f"  tokens per step: measured {t.measured:.4f} vs exact {t.expected:.4f} (z = {t.z:+.2f}, "
-                  f"{'pass' if t.passed else 'fail'})")  # fmt: skip
-            print(f"  joint chi-square {r.joint.statistic:.1f} against critical value {r.joint.critical_value:.1f} "
-                  f"({r.joint.dof} dof)" + (f"; {r.joint.impossible:,} impossible samples" if r.joint.impossible
-                                            else ""))  # fmt: skip
+                print(fill("  " + line))
+            print(fill(f"  tokens per step: measured {t.measured:.4f} vs exact {t.expected:.4f} (z = {t.z:+.2f}, "
+                       f"{'pass' if t.passed else 'fail'})"))  # fmt: skip
+            print(fill(f"  joint chi-square {r.joint.statistic:.1f} against critical value "
+                       f"{r.joint.critical_value:.1f} ({r.joint.dof} dof)"
+                       + (f"; {r.joint.impossible:,} impossible samples" if r.joint.impossible else "")))  # fmt: skip
         elif r.error:
             print()
-            print(f"ERROR {r.scenario} / {r.verifier}: {r.error}")
-            if r.traceback:
+            print(fill(f"ERROR {r.scenario} / {r.verifier}: {r.error}"))
+            if r.traceback:  # as Python wrote it: a wrapped traceback would misquote the code
                 print("  " + r.traceback.replace("\n", "\n  "))
     print()
-    print(summary_line(suite))
+    print(fill(summary_line(suite)))
 
 
 @contextlib.contextmanager
@@ -218,25 +285,36 @@ def _stdout_to_stderr(on: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = build_parser()
-    args = ap.parse_args(argv)
-    if args.command == "list":
-        _list()
-        return EXIT_OK
-    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.shipped)
-        return shipped.run_cli(args, load_verifier)
+# The flag of each argument name the proof modules' InputErrors use.
+FLAGS = {"scenario": "--scenarios", "scenarios": "--scenarios", "bugs": "--bugs", "n": "--n", "seed": "--seed",
+         "kind": "--kind", "verifier": "--verifier"}  # fmt: skip
+
+
+def _plan(args: argparse.Namespace) -> list[Any]:
+    """The cases of prove's command line (:func:`specviz.proof.prove.plan`), its errors naming the flag."""
+    from .proof.prove import plan
+
     try:
-        if args.kind not in KINDS:
-            raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
-        own = registry.own_verifier(args.kind)
-        verifier, vname = own.function, own.name
-        if args.verifier:
-            verifier, vname = load_verifier(args.verifier), args.verifier
-        bugs = _csv(args.bugs, tuple(kind_controls(args.kind)))
-        cases = plan(_csv(args.scenarios), bugs, matrix=args.matrix, kind=args.kind)
-        if not any(c.bug is None for c in cases):
-            raise InputError("--scenarios", "at least one case to run", "none selected")
+        cases = plan(_csv(args.scenarios), _csv(args.bugs, tuple(kind_controls(args.kind))), matrix=args.matrix,
+                     kind=args.kind)  # fmt: skip
+    except InputError as e:
+        raise InputError(FLAGS.get(e.argument, e.argument), e.expected, e.got) from e
+    if not any(c.bug is None for c in cases):
+        raise InputError("--scenarios", "at least one case to run", "none selected")
+    return cases
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(prove=argv[:1] != ["list"]).parse_args(argv)
+    if args.command == "list":
+        _list(tv=args.tv)
+        return EXIT_OK
+    from .proof import shipped
+    from .proof.prove import run_suite
+    from .proof.report import controls_line, exact_record, summary_line
+
+    try:  # the checks that cost nothing first (both paths), then the verifier's import and the plan
         if args.n < 1:
             raise InputError("--n", "at least 1 sequence per case", str(args.n))
         if args.seed < 0:
@@ -245,10 +323,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--alpha", "a level in (0, 1)", str(args.alpha))
         if not args.timeout >= 0:
             raise InputError("--timeout", "seconds per case >= 0 (0: no limit)", str(args.timeout))
+        if not 0 < args.tv < 1:
+            raise InputError("--tv", "a TV bound in (0, 1)", str(args.tv))
+        if args.threads is not None and args.threads < 0:
+            raise InputError("--threads", "a thread count >= 0", str(args.threads))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.shipped)
+        return shipped.run_cli(args, load_verifier)
+    try:
+        if args.kind not in KINDS:
+            raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
+        cases = _plan(args)
+        own = registry.own_verifier(args.kind)
+        verifier, vname = own.function, own.name
+        if args.verifier:
+            verifier, vname = load_verifier(args.verifier), args.verifier
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
 
+    if "torch" in sys.modules:  # a torch verifier: one thread unless --threads says otherwise, and say so
+        note = shipped.set_torch_threads(args.threads)
+        if not args.quiet:
+            print(note, file=sys.stderr)
     t0 = time.perf_counter()
 
     def progress(i: int, total: int, r: CaseResult) -> None:
@@ -273,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out["probes"] = shipped.probe_records(probes)
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
-        _print_table(suite, args, elapsed)
+        _print_table(suite, args, vname, elapsed)
         if probes:
             print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")
             print("\n".join("  " + line for line in shipped.probe_lines(probes)))

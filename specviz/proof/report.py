@@ -321,23 +321,35 @@ def num(x: float | None, fmt: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
+# Width of each column, the whole row within 100 characters: the verdict is last and unpadded
+# ("inconclusive", 12). The chi-square's statistic, dof and critical value are in the JSON record.
 COLUMNS = [
-    ("scenario", 19), ("verifier", 22), ("chi2", 9), ("dof", 4), ("crit", 7), ("p-value", 8),
-    ("TV", 7), ("detect TV", 9), ("tok/step", 8), ("theory", 7), ("1st-tok", 8), ("verdict", 12),
+    ("scenario", 19), ("verifier", 22), ("p-value", 7), ("TV", 6), ("detect", 6), ("tokens", 6), ("exact", 5),
+    ("1st-tok", 8), ("verdict", 0),
 ]  # fmt: skip
+NAME_WIDTH = 22  # the verifier column
+
+
+def short_name(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` within ``width`` characters: a longer one ("tests.user_verifiers:bonus_from_q")
+    keeps its end, the function, behind "..." (the output names it in full above the table)."""
+    return name if len(name) <= width else "..." + name[-(width - 3) :]
+
+
+def _row(cells: list[str]) -> str:
+    # The first two columns (names) to the left, the numbers to the right, the verdict last as it is.
+    out = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))]
+    return " ".join(out[:-1] + [cells[-1]])
 
 
 def format_row(r: CaseResult) -> str:
     """One case as a row of :data:`COLUMNS`."""
     j = r.joint
     cells = [
-        r.scenario, r.verifier, num(j.statistic, ".1f"), str(j.dof), num(j.critical_value, ".1f"),
-        num(j.p_value, ".2g"), num(j.tv, ".4f"), num(j.detectable_tv, ".4f"), num(r.tokens.measured, ".3f"),
-        num(r.tokens.expected, ".3f"), first_token(r), r.verdict,
+        r.scenario, short_name(r.verifier), num(j.p_value, ".2g"), num(j.tv, ".4f"), num(j.detectable_tv, ".4f"),
+        num(r.tokens.measured, ".3f"), num(r.tokens.expected, ".3f"), first_token(r), r.verdict,
     ]  # fmt: skip
-    return " ".join(
-        c.rjust(w) if i > 1 else c.ljust(w) for i, (c, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
-    )
+    return _row(cells)
 
 
 def first_token(r: CaseResult) -> str:
@@ -350,8 +362,9 @@ def first_token(r: CaseResult) -> str:
 
 
 def header() -> str:
-    top = " ".join(n.rjust(w) if i > 1 else n.ljust(w) for i, (n, w) in enumerate(COLUMNS))
-    return top + "\n" + "-" * len(top)
+    """The column names over a rule as wide as the widest row."""
+    top = _row([n for n, _ in COLUMNS])
+    return top + "\n" + "-" * (len(top) - len(COLUMNS[-1][0]) + len("inconclusive"))
 
 
 def controls_line(suite: SuiteResult) -> str:
@@ -388,10 +401,10 @@ def exact_table(suite: SuiteResult) -> str:
     """The exact court's rows: TV of each law from the target's, exact tokens, verdict."""
     lines = [f"Exact court ({suite.kind}): TV from the target's law by enumeration (lossless iff TV <= 1e-12); "
              "tokens: exact expected tokens of the first verification.",
-             f"{'problem':34s} {'verifier':30s} {'TV':>10s} {'tokens':>7s} verdict"]  # fmt: skip
+             f"{'problem':34s} {'verifier':{NAME_WIDTH}s} {'TV':>10s} {'tokens':>7s} verdict"]  # fmt: skip
     for e in suite.exact:
-        lines.append(f"{e.problem:34s} {e.verifier:30s} {num(e.tv, '10.3g')} {num(e.tokens, '7.3f')} {e.verdict}"
-                     + (f" ({e.refused})" if e.refused else ""))  # fmt: skip
+        lines.append(f"{e.problem:34s} {short_name(e.verifier):{NAME_WIDTH}s} {num(e.tv, '10.3g')} "
+                     f"{num(e.tokens, '7.3f')} {e.verdict}" + (f" ({e.refused})" if e.refused else ""))  # fmt: skip
     return "\n".join(lines)
 
 
