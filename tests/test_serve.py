@@ -100,6 +100,21 @@ def test_serving_docs_state_the_code_s_bounds() -> None:
     assert f"`serving.HEAVY_SLOTS` = {serving.HEAVY_SLOTS} heavy computations" in text
 
 
+def test_serving_docs_state_the_script_s_settings() -> None:
+    docs = " ".join((ROOT / "docs" / "serving.md").read_text().split())
+    script = HALL.read_text()
+    for said, coded in (
+        ("`MALLOC_MMAP_THRESHOLD_=4194304`", 'MALLOC_MMAP_THRESHOLD_:-4194304'),
+        ("`max_fails=1 fail_timeout=10s`", "max_fails=1 fail_timeout=10s"),
+        ("`HALL_APP_BASE`, 8601 and up", 'HALL_APP_BASE:-8601'),
+        ("(default 127.0.0.1:8501)", 'HALL_ADDRESS:-127.0.0.1}"\nPORT="${HALL_PORT:-8501'),
+        ("(default `/tmp/specviz-hall`)", "HALL_DIR:-/tmp/specviz-hall"),
+        ("one-hour idle timeouts", "proxy_read_timeout 1h"),
+    ):
+        assert said in docs, said
+        assert coded in script, coded
+
+
 async def gather(url: str, heavy: str, n: int) -> list[dict]:
     return list(await asyncio.gather(*(load.crowd_visitor(url, heavy, 500 + i) for i in range(n))))
 
