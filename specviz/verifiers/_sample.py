@@ -202,7 +202,17 @@ def _draw_one_block(
             _precise(ops, P, ar[empty], sp[empty], ops.outside_unit_rows(pe), "target_probs")
         C[empty] = ops.cumsum64(ops.quantize_(ops.to_compute(pe, w), GRID))
         total = C[:, -1]
-    thr = ops.floor64(u * total)  # (B,) in [0, total)
+    return search(ops, C, u)
+
+
+def search(ops: Any, C: Array, u: Array) -> Array:
+    """(R,) the inverse CDF every verifier draws with: the number of running weights C (R, V) (exact
+    float64 integers on the :data:`GRID`) <= floor(u * total), the threshold clamped to total - 1
+    (float rounding of u * total may reach it). The two-level search of :func:`_draw` runs the same
+    comparisons a block at a time; block and tree verification (:func:`specviz.verifiers.block.inverse_cdf`)
+    call this one."""
+    total = C[:, -1] if int(C.shape[1]) else C.sum(-1)  # (R,)
+    thr = ops.floor64(u * total)  # (R,) in [0, total)
     thr = ops.where(thr < total, thr, total - 1)
     return ops.count_le(C, thr)
 

@@ -62,12 +62,13 @@ sum_i E_q[prod_{k<i} min(1, p_k(x_{k+1}) / q_k(x_{k+1}))]; since min(1, ab) >= m
 w_i is at least the chain's product, term by term. On the paper's toy example (context-free
 p = (1/3, 2/3), q = (2/3, 1/3), j = 2) block verification keeps 11/9 drafts, the chain 10/9.
 
-The extra token is drawn by inverse CDF from one uniform on integer weights (each weight
-floored to a multiple of 2^-58 and summed exactly), so NumPy and torch return identical tokens
-for the same uniforms; the masses m_i are those same integer sums, so the thresholds agree too.
-Flooring moves each m_i by at most V * 2^-58, which moves Pr[tau = i] by at most as much
+The extra token is drawn by inverse CDF from one uniform on integer weights: the chain's grid
+and search (:func:`specviz.verifiers._sample.search`: each weight floored to a multiple of 2^-48,
+held in float64 and summed exactly there), so NumPy and torch return identical tokens for the
+same uniforms; the masses m_i are those same integer sums, so the thresholds agree too.
+Flooring moves each m_i by at most V * 2^-48, which moves Pr[tau = i] by at most as much
 (the h_i it enters is multiplied by m_i + 1 - w_i, the chance that no later draft passes), so
-the law moves by about (K + 1) V 2^-58 in total variation (4.5e-13 per position at V = 128256).
+the law moves by about (K + 1) V 2^-48 in total variation (4.6e-10 per position at V = 128256).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from . import _sample
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
 from .verify import PAD_TOKEN, Uniforms, Verification
@@ -84,10 +86,11 @@ from .verify import PAD_TOKEN, Uniforms, Verification
 Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 Ops = NumpyOps | TorchOps
 
-# Weights are floored to multiples of 1 / QUANT and held as int64: integer sums do not depend on
-# the order of addition, so every backend gets the same masses and the same tokens.
-QUANT = 2.0**58
-MAX_ROW_MASS = 16.0  # a row of weights summing past this is no probability row (int64 headroom)
+# Weights are floored to multiples of 1 / QUANT, the chain's grid, and held as float64 integers:
+# sums below 2^53 do not depend on the order of addition, so every backend gets the same masses and
+# the same tokens.
+QUANT = _sample.GRID
+MAX_ROW_MASS = _sample.MAX_TOTAL / _sample.GRID  # 16: a row of weights summing past this is no probability row
 
 Last = Literal["capped", "product"]
 
@@ -298,19 +301,15 @@ def get_uniforms(batch: Batch, rng: Any, uniforms: Any, validate: bool) -> tuple
 def inverse_cdf(ops: Ops, weights: Array, u: Array, validate: bool) -> Array:
     """One token per row from non-negative float64 weights (R, V) and uniforms u (R,).
 
-    The first index whose running integer weight exceeds ``floor(u * total)``; a token of
-    weight 0 is never drawn. Rows with no mass at all return token 0 (callers never pass one).
+    The chain's draw (:func:`specviz.verifiers._sample.search`): the first index whose running
+    integer weight exceeds ``floor(u * total)``; a token of weight 0 is never drawn. Rows with no
+    mass at all return token 0 (callers never pass one).
     """
-    wq = quantize(ops, weights, validate)  # (R, V) int64
-    C = ops.cumsum_int(wq)  # (R, V)
-    total = C[:, -1]  # (R,)
-    thr = ops.floor_int(u * ops.to_float64(total))  # (R,) in [0, total]
-    thr = ops.where(thr < total, thr, total - 1)  # rounding of u * total may reach total
-    return ops.count_le(C, thr)
+    return _sample.search(ops, ops.cumsum64(quantize(ops, weights, validate)), u)
 
 
 def quantize(ops: Ops, w: Array, validate: bool) -> Array:
-    """Non-negative float64 weights (..., V) floored to multiples of 1 / QUANT, as int64."""
+    """Non-negative float64 weights (..., V) floored to multiples of 1 / QUANT: float64 integers."""
     if not validate:  # inputs were not checked: refuse what would overflow, be undefined or not monotone
         sums = ops.row_sums64(w)
         if not ops.isfinite_all(sums) or (int(np.prod(w.shape)) and ops.scalar(sums.max()) >= MAX_ROW_MASS):
@@ -319,7 +318,7 @@ def quantize(ops: Ops, w: Array, validate: bool) -> Array:
         if int(np.prod(w.shape)) and ops.scalar(w.min()) < 0:  # a negative weight breaks the inverse CDF
             raise InputError("target_probs", "non-negative probabilities in the rows drawn from",
                              "a negative entry (validate=False skipped the checks)")  # fmt: skip
-    return ops.floor_int(w * QUANT)
+    return ops.floor64(w * QUANT)
 
 
 def _rows(ops: Ops, rows: Array, mask: Array) -> Array:
@@ -368,7 +367,7 @@ def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array,
         w[:, k + 1] = ops.where(valid[:, k], ops.where(t < 1, t, 1.0), w[:, k])
         t = ops.where(prod[:, k] > 0, prod[:, k] * ratio[:, k], 0.0)
         prod[:, k + 1] = ops.where(valid[:, k], t, prod[:, k])
-    M = ops.full((B, K), 0, np.int64)  # (B, K) integer masses
+    M = ops.full((B, K), 0.0, np.float64)  # (B, K) integer masses, exact in float64
     for k in range(K):
         q = None if batch.draft is None else batch.draft[:, k]
         r = _residual(ops, w[:, k], batch.target[:, k], q, xs[:, k], valid[:, k])  # (B, V)

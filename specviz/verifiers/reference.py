@@ -18,14 +18,13 @@ the target is in :mod:`specviz.verifiers.verify`), for a row with j = num_draft[
    for a deterministic drafter), or from p_i when that has no mass;
 5. if every draft survives, the bonus from p_j: row num_draft[b], not the padded tensor's last.
 
-The draw of steps 4 and 5 is the engine's: each weight is floor(w * 2^48), computed in the input's
-float type (float32 for half precision; q cast to p's type before p - q) and summed in float64,
-exact below 16; the token is the number of running weights <= floor(u * total), clamped to
-total - 1 (why this grid: :mod:`specviz.verifiers._sample`). Block and tree keep their engine's grid,
-floor(w * 2^58) in int64 (:func:`specviz.verifiers.block.quantize`): their weights are float64
-products (w_i p_i - q_i, the tree's unnormalized r), not input entries, their thresholds are built
-from those integer masses, and the exact laws tests/test_block.py and tests/test_tree.py pin are
-stated on it; one grid for all would change the engine first.
+The draw of steps 4 and 5 is the engine's, and one grid and one inverse CDF serve every rule
+(:func:`inverse_cdf`; the engine's :func:`specviz.verifiers._sample.search`): each weight is
+floor(w * 2^48), computed in the weights' float type (the input's for the chain, float32 for half
+precision, q cast to p's type before p - q; float64 for block and tree, whose weights are products
+w_i p_i - q_i and the tree's unnormalized r) and summed in float64, exact below 16; the token is
+the number of running weights <= floor(u * total), clamped to total - 1 (why this grid:
+:mod:`specviz.verifiers._sample`). Block and tree masses are the same integer sums, over 2^48.
 
 Mistakes. Each rule is a function of named steps collected in a NamedTuple (:class:`ChainSteps`,
 :class:`BlockSteps`, :class:`TreeSteps`); the correct steps are :data:`CHAIN`, :data:`BLOCK` and
@@ -316,7 +315,7 @@ def block_residual(w: np.ndarray, p: np.ndarray, q: np.ndarray | None, x: np.nda
 
 
 def block_mass(r: np.ndarray) -> np.ndarray:
-    """(R,) the residual mass on the block grid: the integer sum of floor(r * 2^58), over 2^58."""
+    """(R,) the residual mass on the grid: the integer sum of floor(r * 2^48), over 2^48."""
     return quantize(_NP, r, False).sum(axis=1) / QUANT  # quantize refuses NaN, infinite, negative rows
 
 
@@ -342,13 +341,13 @@ def block_extra(p: np.ndarray, res: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.where((m > 0)[:, None], res, p)
 
 
-def block_inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """(R,) tokens on the block grid: the number of running floor(w * 2^58) <= floor(u * total)."""
-    C = np.cumsum(quantize(_NP, w, False), axis=1)  # (R, V) int64, exact
-    total = C[:, -1]
-    thr = (u * total.astype(np.float64)).astype(np.int64)
-    thr = np.where(thr < total, thr, total - 1)
-    return (C <= thr[:, None]).sum(axis=1).astype(np.int64)
+def _draw_or_refuse(draw: Callable, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Block and tree: the draw, a refused row raising the engine's InputError (block.quantize's)."""
+    try:
+        return draw(w, u)
+    except _Refused:
+        quantize(_NP, w, False)  # raises for the rows the draw refuses
+        raise InputError("target_probs", "probability rows (each summing to less than 16)", "a refused row") from None
 
 
 class BlockSteps(NamedTuple):
@@ -359,7 +358,7 @@ class BlockSteps(NamedTuple):
     last_threshold: Callable = block_last_threshold
     stop: Callable = block_stop
     extra: Callable = block_extra
-    inverse_cdf: Callable = block_inverse_cdf
+    inverse_cdf: Callable = inverse_cdf
 
 
 BLOCK = BlockSteps()  # the rule
@@ -404,7 +403,7 @@ def _verify_block(steps: BlockSteps, target_probs: Array, draft_probs: Array | N
         tq = np.where(bonus, 0, tau)  # a safe draft position
         p = T[ar, tau]  # (B, V)
         row = p if not K else np.where(bonus[:, None], p, steps.extra(p, res[ar, tq], m[ar, tq]))
-        token = steps.inverse_cdf(row, us)
+        token = _draw_or_refuse(steps.inverse_cdf, row, us)
     tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
     tokens[:, :K] = np.where(pos[None, :] < tau[:, None], np.where(valid, x, PAD_TOKEN), PAD_TOKEN)
     tokens[ar, tau] = token
@@ -438,7 +437,7 @@ class TreeSteps(NamedTuple):
     accept: Callable = tree_accept
     residual: Callable = tree_residual
     mass: Callable = block_mass
-    inverse_cdf: Callable = block_inverse_cdf
+    inverse_cdf: Callable = inverse_cdf
 
 
 TREE = TreeSteps()  # the rule
@@ -492,7 +491,7 @@ def _verify_tree(steps: TreeSteps, target_probs: Array, draft_probs: Array | Non
                 empty = m <= 0  # rejection had probability 0 up to rounding: the node's target row
                 new[empty] = T[br[empty], cur[br[empty]]]
                 r[br], M[br] = new, np.where(empty, steps.mass(new), m)
-        token = steps.inverse_cdf(r, us)
+        token = _draw_or_refuse(steps.inverse_cdf, r, us)
     tokens = np.full((B, N), PAD_TOKEN, np.int64)
     if N > 1:
         tokens[:, : N - 1] = np.where(path >= 0, tok[ar[:, None], np.maximum(path, 0)], PAD_TOKEN)

@@ -62,11 +62,11 @@ Which candidate of several with the same token is accepted does not matter for t
 the order of trying does, and it must not depend on the coins. A candidate with q(y) = 0 (one
 the drafter says it could not have drawn) is rejected, as in the chain.
 
-Exactness across backends: masses are integer sums of weights floored to multiples of 2^-58
-(as in :mod:`specviz.verifiers.block`), the coin compares ``u * q(y) * M < r(y)`` with r kept unnormalized
-and M its integer-summed mass, and elementwise float64 arithmetic is the same in NumPy and
+Exactness across backends: masses are integer sums of weights floored to multiples of 2^-48
+(the chain's grid, as in :mod:`specviz.verifiers.block`), the coin compares ``u * q(y) * M < r(y)``
+with r kept unnormalized and M its integer-summed mass, and elementwise float64 arithmetic is the same in NumPy and
 torch, so both return identical tokens for the same uniforms. Flooring moves each mass by at
-most V 2^-58, which moves the law by about that much per tested candidate.
+most V 2^-48, which moves the law by about that much per tested candidate.
 
 Also here, for demos and tests: tree shapes (:func:`kary_parents`, :func:`multi_draft_parents`),
 batches of trees for a context-free pair (:func:`context_free_trees`), the exact chance a node
