@@ -223,6 +223,7 @@ def resolve(spec: str, load: Callable[[str], Callable[..., Any]] = _load) -> tup
     head, sep, rest = spec.partition(":")
     if head not in ADAPTERS:
         return None
+    _torch()  # every adapter runs torch: imported now, so prove sets its threads before the first call
     if head == "hf" and not sep:
         return from_hf(hf_function()), "hf (transformers' _speculative_sampling)"
     if not rest:
