@@ -168,8 +168,25 @@ def app_pages() -> list[str]:
 SETTLE_S = 0.5  # after the last action of a measurement: the server finishes closing sessions
 
 
+QUIET_CPU_S = 0.02  # CPU seconds per QUIET_WINDOW_S below which the server is idle
+QUIET_WINDOW_S = 0.5
+QUIET_MAX_S = 60.0
+
+
+async def quiet(pid: int) -> None:
+    """Wait (at most QUIET_MAX_S) until the server is idle: a background warm-up must not count."""
+    deadline = time.monotonic() + QUIET_MAX_S
+    while time.monotonic() < deadline:
+        before = cpu_s(pid)
+        await asyncio.sleep(QUIET_WINDOW_S)
+        if cpu_s(pid) - before < QUIET_CPU_S:
+            return
+    print(f"(server {pid} still busy after {QUIET_MAX_S:.0f} s: figures include its background work)")
+
+
 async def cpu_of(pid: int, actions: list) -> tuple[float, list[float]]:
     """Server CPU seconds per action and the wall times of ``actions`` (coroutines), run one by one."""
+    await quiet(pid)
     before = cpu_s(pid)
     walls = [await a for a in actions]
     await asyncio.sleep(SETTLE_S)

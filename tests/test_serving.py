@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
+import types
 
 import pytest
 
@@ -180,14 +182,20 @@ def test_bad_sizes_are_input_errors(kw: dict) -> None:
         serving.HeavyQueue(**kw)
 
 
-def test_freeze_heap_once_per_page() -> None:
+def test_freeze_heap_once_per_page_and_again_after_new_imports() -> None:
     before = gc.get_freeze_count()
     try:
         assert serving.freeze_heap("test-page-a") is True
         frozen = gc.get_freeze_count()
         assert frozen > before
-        assert serving.freeze_heap("test-page-a") is False  # once per page and process
+        assert serving.freeze_heap("test-page-a") is False  # negative control: nothing new, nothing frozen
         assert gc.get_freeze_count() == frozen
+        sys.modules["_test_serving_new_import"] = types.ModuleType("_test_serving_new_import")
+        try:
+            assert serving.freeze_heap("test-page-a") is True  # an import since: the page's next run freezes
+            assert serving.freeze_heap("test-page-a") is False
+        finally:
+            del sys.modules["_test_serving_new_import"]
     finally:
         gc.unfreeze()
 

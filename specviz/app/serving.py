@@ -10,7 +10,8 @@ No Streamlit here; app.py and the pages call these.
   collector's reach with :func:`gc.freeze`; what one visitor's run leaves behind is still
   collected after each run. Freezing happens at most once per page url path, so at most that
   many sessions' live objects are frozen with it (they are freed by reference counting when
-  the session ends; only a reference cycle among them would stay).
+  the session ends; only a reference cycle among them would stay), and once more after any run
+  that follows new imports.
 - :class:`HeavyQueue`: at most ``slots`` heavy computations at once per process, the others
   wait in arrival order and can read their place; one result per parameter set is shared by
   every visitor who asks for it while it is being computed (single flight), so a tab that is
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -35,17 +37,23 @@ _FROZEN: set[str] = set()
 _FREEZE_LOCK = threading.Lock()
 
 
-def freeze_heap(page: str) -> bool:
-    """After the first run of ``page`` in this process: collect, then freeze what is left alive.
+_MODULES_AT_FREEZE = [0]  # len(sys.modules) when the heap was last frozen
 
-    Returns True when it froze (the first call for ``page``), False otherwise.
+
+def freeze_heap(page: str) -> bool:
+    """After the first run of ``page`` in this process, or after new imports: collect, then freeze.
+
+    Imports are what fills the heap with long-lived objects; a module imported since the last
+    freeze (by a page, or by a warm-up thread that finished after every page had run) triggers
+    one more. Returns True when it froze, False otherwise.
     """
     with _FREEZE_LOCK:
-        if page in _FROZEN:
+        if page in _FROZEN and len(sys.modules) <= _MODULES_AT_FREEZE[0]:
             return False
         _FROZEN.add(page)
         gc.collect()
         gc.freeze()
+        _MODULES_AT_FREEZE[0] = len(sys.modules)
         return True
 
 
