@@ -118,8 +118,8 @@ def verify_cost(batch: int, K: int, *, bandwidth: float = EXAMPLE_BANDWIDTH,
     return max(1.0, batch * (K + 1) / ridge) / max(1.0, batch / ridge)
 
 
-def typical_acceptance_law(target_probs: Sequence[float], draft_probs: Sequence[float], epsilon: float,
-                           delta: float) -> np.ndarray:  # fmt: skip
+def typical_acceptance_law(target_probs: Sequence[float] | np.ndarray, draft_probs: Sequence[float] | np.ndarray,
+                           epsilon: float, delta: float) -> np.ndarray:  # fmt: skip
     """Exact first-token law (V,) of typical acceptance with the fallback drawn from p, a lossy rule.
 
     Medusa's threshold, with :func:`specviz.verifiers.lossy.verify_typical`'s ``fallback="target"``;
@@ -135,7 +135,8 @@ def typical_acceptance_law(target_probs: Sequence[float], draft_probs: Sequence[
     return q * ok + (1.0 - float(q[ok].sum())) * p
 
 
-def shared_coin_two_token_law(target_probs: Sequence[float], draft_probs: Sequence[float]) -> np.ndarray:
+def shared_coin_two_token_law(target_probs: Sequence[float] | np.ndarray,
+                              draft_probs: Sequence[float] | np.ndarray) -> np.ndarray:  # fmt: skip
     """Exact law (V, V) of the first two tokens when one coin is used for both positions of a
     context-free row with K = 2 drafts (the ``shared_uniform`` mistake), drafts i.i.d. from q.
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -156,7 +156,8 @@ def sweep(target_logits: Sequence[float], draft_logits: Sequence[float], request
     p = process_logits(zt, request)
     out = []
     for v in values:
-        s = replace(drafter, **{knob: int(v) if knob == "top_k" else float(v)})
+        value: Any = int(v) if knob == "top_k" else float(v)  # the type of the field knob names
+        s = replace(drafter, **{knob: value})
         a = min(1.0, float(np.minimum(p, process_logits(zd, s)).sum()))  # rounding can pass 1
         out.append(SweepPoint(float(v), a, theory.expected_tokens(a, int(K))))
     return out

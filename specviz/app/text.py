@@ -173,7 +173,8 @@ def step(
     if int(K) < 1:
         raise InputError("K", "at least 1 draft", str(K))
     hist = list(history)
-    drafts, qrows = [], []
+    drafts: list[int] = []
+    qrows: list[np.ndarray] = []
     for _ in range(K):
         q = _probs(drafter, [hist + drafts], settings, V)[0]
         qrows.append(q)

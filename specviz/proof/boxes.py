@@ -132,10 +132,14 @@ def _probe_layout(D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     for d in range(D):
         lo_face, hi_face = 1 + 2 * d, 2 + 2 * d
         for a, b in ((lo_face, hi_face), (0, lo_face), (0, hi_face)):
-            pa.append(a), pb.append(b), pd.append(d)
+            pa.append(a)
+            pb.append(b)
+            pd.append(d)
         for c in range(2**D):
             if not (c >> d) & 1:
-                pa.append(1 + 2 * D + c), pb.append(1 + 2 * D + (c | 1 << d)), pd.append(d)
+                pa.append(1 + 2 * D + c)
+                pb.append(1 + 2 * D + (c | 1 << d))
+                pd.append(d)
     return np.array(side), np.array(pa), np.array(pb), np.array(pd)
 
 
@@ -305,10 +309,12 @@ def _resolve(
             b = idx[has]
             base = pts[b, pa[first[b]]]  # (nb, D)
             bb, s = _line_search(ev, row[b], sides[b, d[b]], base, d[b])
-            cut_box.append(b[bb]), cut_at.append(s)
+            cut_box.append(b[bb])
+            cut_at.append(s)
         if (~has).any():  # probes differ only across several uniforms: halve the widest
             b = idx[~has]
-            cut_box.append(b), cut_at.append(lo[b, d[b]] + 0.5 * w[b, d[b]])
+            cut_box.append(b)
+            cut_at.append(lo[b, d[b]] + 0.5 * w[b, d[b]])
         cuts = np.concatenate(cut_box), np.concatenate(cut_at)
         lo, hi, row, depth, node = _split(tree, lo, hi, row, depth, node, d, idx, *cuts)
     return _Boxes.join(out)

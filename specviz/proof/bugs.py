@@ -21,6 +21,7 @@ from ..verifiers import reference
 from ..verifiers.reference import Kept, with_step
 from ..verifiers.verify import verify
 from . import engine_bugs, theory
+from .markov import DrafterMode
 
 
 class Bug(NamedTuple):
@@ -28,7 +29,7 @@ class Bug(NamedTuple):
     title: str
     verifier: Callable[..., Any]  # same signature and result as specviz.verify
     step: tuple[str, str] | None  # (reference step swapped, the function swapped in); None: a pipeline mistake
-    drafter_mode: str | None  # the drafter's mistake, if that is where the bug lives
+    drafter_mode: DrafterMode | None  # the drafter's mistake, if that is where the bug lives
     explanation: str  # what it does and why the law changes (or why it does not)
     caught_by: str  # which check fails
     changes_law: bool  # False: still lossless, only slower

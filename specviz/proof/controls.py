@@ -47,9 +47,9 @@ def kind_controls(kind: str) -> dict[str, Bug]:
         return BUGS
     if kind == "block":
         from ..verifiers.block import verify_block_lossy
-        from .block_trace import verify_block_variant
+        from .block_trace import Mistake, verify_block_variant
 
-        def variant(m: str) -> Callable[..., Any]:
+        def variant(m: Mistake) -> Callable[..., Any]:
             short = {"residual_from_p": "block_residual_from_p", "h_without_one_minus_w": "block_h_no_1_minus_w"}
             return _named(functools.partial(verify_block_variant, mistake=m), short[m])
 

@@ -127,8 +127,8 @@ def problem(scenario: Any) -> Problem:
         raise InputError("scenario", "a scenario name, a Scenario, a Problem or (target, drafter, L, K, num_draft)",
                          type(scenario).__name__)  # fmt: skip
     target, draft = scenarios.scenario_chains(sc)
-    num_draft: int | tuple[int, ...] = tuple(range(sc.K + 1)) if sc.ragged else sc.K
-    return Problem(target, Drafter(draft, sc.drafter_mode), sc.L, sc.K, num_draft)  # type: ignore[arg-type]
+    counts = tuple(range(sc.K + 1)) if sc.ragged else sc.K
+    return Problem(target, Drafter(draft, sc.drafter_mode), sc.L, sc.K, counts)
 
 
 def _resolve(verifier: Verifier | str) -> tuple[str, Verifier]:
@@ -233,7 +233,7 @@ class TreeJudgement(NamedTuple):
 def judge_tree(
     target: MarkovChain,
     drafter: Drafter,
-    parents: Sequence[int],
+    parents: Sequence[int] | np.ndarray,
     *,
     L: int,
     verifier: Verifier | None = None,
@@ -353,8 +353,12 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
         todo = tried & ~decided  # (I, N-1)
         has = todo.any(axis=1)
         fin = ~has
-        done_a.append(item_a[fin]), done_c.append(coins[fin]), done_lo.append(lo[fin]), done_hi.append(hi[fin])
-        done_d.append(decided[fin]), done_w.append(weight[fin])
+        done_a.append(item_a[fin])
+        done_c.append(coins[fin])
+        done_lo.append(lo[fin])
+        done_hi.append(hi[fin])
+        done_d.append(decided[fin])
+        done_w.append(weight[fin])
         sel = np.flatnonzero(has)
         if not sel.size:
             break
@@ -375,7 +379,7 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
         new_a, new_c, new_lo, new_hi, new_d, new_w = [], [], [], [], [], []
         for side in (0, 1):  # 0: accepted, coin in [0, t); 1: rejected, coin in [t, 1)
             width = t if side == 0 else 1.0 - t
-            k = width > 0
+            k: np.ndarray = width > 0  # a mask here, indices in the kernel below
             c = coins[sel][k].copy()
             l_, h_ = lo[sel][k].copy(), hi[sel][k].copy()
             r, nd = np.arange(k.sum()), node[k]
@@ -383,7 +387,11 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
             c[r, nd] = np.minimum(0.5 * (l_[r, nd] + h_[r, nd]), np.nextafter(h_[r, nd], -np.inf))  # inside [lo, hi)
             d = decided[sel][k].copy()
             d[r, nd] = True
-            new_a.append(item_a[sel][k]), new_c.append(c), new_lo.append(l_), new_hi.append(h_), new_d.append(d)
+            new_a.append(item_a[sel][k])
+            new_c.append(c)
+            new_lo.append(l_)
+            new_hi.append(h_)
+            new_d.append(d)
             new_w.append(weight[sel][k] * width[k])
         item_a, coins, lo, hi = (np.concatenate(x) for x in (new_a, new_c, new_lo, new_hi))
         decided, weight = np.concatenate(new_d), np.concatenate(new_w)
@@ -450,7 +458,7 @@ def _audit_tree(run: Callable[..., Any], prob: np.ndarray, ia: np.ndarray, ic: n
 
 
 def judge_tree_problem(
-    scenario: Any, parents: Sequence[int], *, name: str, deterministic: bool = False,
+    scenario: Any, parents: Sequence[int] | np.ndarray, *, name: str, deterministic: bool = False,
     max_assignments: int = TREE_MAX_ASSIGNMENTS,
 ) -> Judgement:  # fmt: skip
     """:func:`judge_tree` on a :func:`problem`, as a :class:`Judgement` row for :func:`table`.
@@ -519,7 +527,7 @@ def measure(judgement: Judgement, verifier: Verifier | str, scenario: Any, *, n:
     _label, fn = _resolve(verifier)
     pb = problem(scenario)
     ragged = not isinstance(pb.num_draft, int)
-    if ragged and tuple(pb.num_draft) != tuple(range(pb.K + 1)):
+    if not isinstance(pb.num_draft, int) and tuple(pb.num_draft) != tuple(range(pb.K + 1)):
         raise InputError(
             "scenario", "every row drafting K, or 0..K uniformly (as generate draws them)", str(pb.num_draft)
         )

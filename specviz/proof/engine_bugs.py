@@ -33,13 +33,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from ..verifiers import reference
 from ..verifiers._xp import is_torch
 from ..verifiers.verify import Uniforms, Verification, verify
 from .pipeline import DRAFTER, REQUEST, unprocess
-
-Array = Any  # numpy.ndarray or torch.Tensor
 
 COIN_CAP = 1.0 - 2.0**-53  # the largest float64 below 1: a coin rebuilt from a CDF may round up to 1
 
@@ -121,8 +120,8 @@ def shared_noise_stream(
             import torch
 
             gen = rng if rng is not None else torch.Generator()
-            v = torch.rand((B, K), generator=gen, dtype=torch.float64)
-            s = torch.rand((B,), generator=gen, dtype=torch.float64)
+            v: Array = torch.rand((B, K), generator=gen, dtype=torch.float64)  # NumPy in the other branch
+            s: Array = torch.rand((B,), generator=gen, dtype=torch.float64)
         else:
             gen = rng if rng is not None else np.random.default_rng()
             v, s = gen.random((B, K)), gen.random(B)

@@ -153,6 +153,7 @@ def verifier_law(
     law = np.zeros(V**L)
     unresolved = 0.0
     # Pending prefixes (length, base-V code) and their probability.
+    mass: np.ndarray  # float64 (np.bincount with weights, which NumPy's stubs type as integer)
     length, code, mass = np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1)
     while length.size:
         ctx = np.where(length == 0, START, code % V)
@@ -215,13 +216,13 @@ def _draft_sequences(drafter: Drafter, ctx: int, j: int) -> list[tuple[list[int]
             seq.append(prev)
         return [(seq, 1.0)]
     out = []
-    for seq in itertools.product(range(chain.V), repeat=j):
+    for drafts in itertools.product(range(chain.V), repeat=j):
         prob, prev = 1.0, ctx
-        for x in seq:
+        for x in drafts:
             prob *= chain.probs(prev)[x]
             prev = x
         if prob > 0:
-            out.append((list(seq), prob))
+            out.append((list(drafts), prob))
     return out
 
 

@@ -23,6 +23,7 @@ START = -1  # the context before the first token
 # axis, so at V = 4 the column loop measured 5x faster (16,384 draws: 91 vs 499 us), even at V = 32.
 COLUMN_LOOP_V = 32
 GUIDE = 1024  # buckets of u in an inverse-CDF guide table: a draw needs a count in < V/1024 of cases
+DrafterMode = Literal["sample", "argmax", "argmax_reports_softmax"]  # Drafter.mode: see Drafter
 
 
 class MarkovChain(NamedTuple):
@@ -64,7 +65,7 @@ class InverseCDF(NamedTuple):
     A row's token for uniform u is the first index whose running sum exceeds ``u * total``,
     never past the last token with mass: exactly :func:`specviz.proof.simulate.sample_rows`, whose
     running sums are the same row-wise ``np.cumsum`` and so bit-identical. Storing +inf from
-    the last token with mass on turns that cap into the comparison itself (:meth:`count`):
+    the last token with mass on turns that cap into the comparison itself (:meth:`count_thresholds`):
     token v wins on u in [cdf[v-1] / total, cdf[v] / total), an interval of length p(v) up to
     the last bit, and a token of probability 0 wins on an empty interval.
 
@@ -84,10 +85,11 @@ class InverseCDF(NamedTuple):
         tok = self.guide.take(rows * GUIDE + (u * GUIDE).astype(np.int64))  # (A,)
         unsure = np.flatnonzero(tok < 0)
         if unsure.size:
-            tok[unsure] = self.count(rows[unsure], u[unsure])
+            tok[unsure] = self.count_thresholds(rows[unsure], u[unsure])
         return tok
 
-    def count(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+    # Not named count: a NamedTuple method of that name would shadow tuple.count(value).
+    def count_thresholds(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The definition: how many thresholds of each row are <= u * total. (A,) int64."""
         x = u * self.totals.take(rows)  # (A,)
         V = self.thresholds.shape[1]
@@ -109,8 +111,8 @@ def inverse_cdf(table: np.ndarray) -> InverseCDF:
     unguided = InverseCDF(thresholds, cdf[:, -1].copy(), np.empty(0, dtype=np.int64))
     k = np.arange(GUIDE)
     rows = np.repeat(np.arange(R), GUIDE)  # (R * GUIDE,)
-    first = unguided.count(rows, np.tile(k / GUIDE, R))  # each bucket's first double
-    final = unguided.count(rows, np.tile(np.nextafter((k + 1) / GUIDE, 0), R))  # and its last
+    first = unguided.count_thresholds(rows, np.tile(k / GUIDE, R))  # each bucket's first double
+    final = unguided.count_thresholds(rows, np.tile(np.nextafter((k + 1) / GUIDE, 0), R))  # and its last
     return unguided._replace(guide=np.where(first == final, first, -1))
 
 
@@ -163,7 +165,7 @@ class Drafter:
     """
 
     chain: MarkovChain
-    mode: Literal["sample", "argmax", "argmax_reports_softmax"] = "sample"
+    mode: DrafterMode = "sample"
 
     @property
     def reports_q(self) -> bool:

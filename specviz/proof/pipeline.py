@@ -13,15 +13,13 @@ are temperatures. The closed forms (:func:`specviz.proof.theory.position_law`) a
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from ..verifiers._xp import is_torch
 from ..verifiers.processing import Settings
-
-Array = Any  # numpy.ndarray or torch.Tensor
 
 REQUEST = Settings(temperature=0.5)  # the request whose settings target_unprocessed ignores
 DRAFTER = Settings(temperature=0.5)  # the drafter's settings, whose processing q_unprocessed forgets

@@ -66,7 +66,7 @@ from . import simulate as _simulate
 from .bugs import BUGS, Bug
 from .controls import KINDS, _tree_resample_from_p, kind_controls
 from .harness import guard, stops_the_suite, time_limit
-from .markov import Drafter
+from .markov import Drafter, DrafterMode
 from .registry import as_chain, as_verify_signature, signature_of
 from .report import (
     TOP_CELLS,
@@ -110,7 +110,7 @@ SAMPLED_N = 100_000  # sequences of a bug run only to explain a failure, when it
 
 
 # Small trees the court judges a tree verifier on: (parents, drafter mode, L), on the reference chains.
-TREE_PROBLEMS: tuple[tuple[tuple[int, ...], str, int], ...] = (
+TREE_PROBLEMS: tuple[tuple[tuple[int, ...], DrafterMode, int], ...] = (
     ((-1, 0, 0), "sample", 2),  # 2 i.i.d. candidates at the root
     ((-1, 0, 0), "argmax", 2),  # the drafter's top 2, deterministic
     ((-1, 0, 0, 1, 2), "sample", 3),  # 2 i.i.d. sequences of 2 drafts
@@ -172,7 +172,7 @@ def _needed_n(sc: Scenario, tokens: MeanTest, n: int, rounds: int, alpha: float)
 
 
 def _sample(
-    sc: Scenario, verifier: Callable[..., Any], *, n: int, seed: int, mode: str, kind: str = "chain"
+    sc: Scenario, verifier: Callable[..., Any], *, n: int, seed: int, mode: DrafterMode, kind: str = "chain"
 ) -> _simulate.Simulation:
     target, dchain = scenario_chains(sc)
     # Theory: what a correct pipeline achieves with this drafter (a greedy drafter reports one-hot q).
@@ -214,7 +214,8 @@ def run_case(
         raise InputError("seed", "a non-negative integer", str(seed))
     if bug is not None:
         verifier = bug.verifier
-    label = name or (bug.name if bug else getattr(verifier, "__name__", "verifier"))
+    default_label: str = bug.name if bug else getattr(verifier, "__name__", "verifier")
+    label = name or default_label
     mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
     law = scenario_chains(sc)[0].joint_law(sc.L)
     t0 = time.perf_counter()

@@ -301,7 +301,9 @@ def fault_tv(name: str) -> str:
     if name == "inclusive_coin":  # enumerated like a bug, with continuous uniforms, in prove's reference scenario
         sc = SCENARIOS["reference"]
         target, draft = scenario_chains(sc)
-        law = verifier_law(FAULTS[name].verifier, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K).law
+        fn = FAULTS[name].verifier
+        assert fn is not None  # inclusive_coin is a faulty function (other faults may have none)
+        law = verifier_law(fn, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K).law
         tv = 0.5 * float(np.abs(law.ravel() - target.joint_law(sc.L).ravel()).sum())
         return (
             f"reference: {tv:.4f} (joint law of L = {sc.L} tokens, continuous uniforms; a coin of exactly 0 shows it)"

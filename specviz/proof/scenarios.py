@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InputError
 from . import theory
 from .bugs import BUGS, Bug
-from .markov import MarkovChain, make_chain, random_chain
+from .markov import DrafterMode, MarkovChain, make_chain, random_chain
 
 CHAIN_SEED = 20_241_130  # the chains of a scenario are fixed; --seed only changes the sampling
 REFERENCE_P = theory.REFERENCE_P  # the textbook example: a = 0.7 against uniform q
@@ -37,7 +37,7 @@ class Scenario(NamedTuple):
     L: int
     K: int
     ragged: bool
-    drafter_mode: str  # "sample" or "argmax" (a deterministic drafter, draft_probs=None)
+    drafter_mode: DrafterMode  # "sample" or "argmax" (a deterministic drafter, draft_probs=None)
     chains: str  # "random", "textbook", "zeros" or "greedy"
     description: str
 

@@ -87,7 +87,7 @@ class _Tables:
 
     def drafts(self, ctx: np.ndarray, K: int, rng: np.random.Generator) -> np.ndarray:
         """K drafts per row (A, K), each conditioned on the previous one; one uniform per sampled draft."""
-        A = ctx.shape[0]
+        A: int = ctx.shape[0]
         out = np.empty((A, K), dtype=np.int64)
         code = ctx + 1  # (A,) table row of the current context
         for i in range(K):  # K sequential drafting steps, vectorized over rows
@@ -131,7 +131,7 @@ class _Tables:
         # mode="clip" lets take write straight into out= (codes are in range by construction).
         target_probs = np.take(self.target, codes, axis=0, out=target_out, mode="clip")
         draft_probs = None
-        if self.draft is not None:
+        if self.draft is not None and draft_codes is not None:  # both or neither
             draft_probs = np.take(self.draft, draft_codes, axis=0, out=draft_out, mode="clip")
         return Round(target_probs, draft_probs, tokens, num_draft)
 

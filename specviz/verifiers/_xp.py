@@ -269,10 +269,11 @@ class NumpyOps:
     def take_flat(self, flat: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return flat.take(idx)
 
-    def row_sums64(self, x: np.ndarray) -> np.ndarray:
+    def row_sums64(self, x: np.ndarray) -> np.ndarray | np.float64:
+        """(..., V) -> (...,) float64 sums; one row (V,) gives a NumPy scalar."""
         return np.sum(x, axis=-1, dtype=np.float64)
 
-    def isfinite_all(self, x: np.ndarray) -> bool:
+    def isfinite_all(self, x: np.ndarray | np.float64) -> bool:
         return bool(np.isfinite(x).all())
 
     def scalar(self, x: Any) -> float:

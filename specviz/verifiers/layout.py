@@ -10,13 +10,12 @@ from ``draft_indptr[b] + b``, ``draft_probs`` (N, V), ``draft_tokens`` (N,),
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
-
-Array = Any
 
 
 class PaddedBatch(NamedTuple):

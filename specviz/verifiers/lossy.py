@@ -64,11 +64,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from .block import Batch, get_uniforms, inverse_cdf, prepare, probed
 from .verify import PAD_TOKEN, Uniforms, Verification
-
-Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
 TYPICAL_EPSILON = 0.09  # medusa_generate's posterior_threshold default (medusa/model/medusa_model.py)
 TYPICAL_DELTA = 0.3  # medusa_generate's posterior_alpha default (same function)
@@ -118,7 +117,7 @@ def verify_typical(
     T = ops.to_float64(batch.target)  # (B, K+1, V)
     # Rows past num_draft may hold anything (NaN): the threshold is only read where valid.
     Tz = ops.where(ops.arange(K + 1)[None, :, None] <= j[:, None, None], T, 0.0)  # (B, K+1, V)
-    logp = ops.where(Tz > 0, Tz, 1.0)
+    logp: Array = ops.where(Tz > 0, Tz, 1.0)  # NumPy or torch, as the inputs
     logp = logp.log() if ops.name == "torch" else np.log(logp)
     ent = -(Tz * logp).sum(-1)  # (B, K+1)
     e = ent.neg().exp() if ops.name == "torch" else np.exp(-ent)

@@ -44,11 +44,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from ._xp import check_dense, is_torch
 from .verify import Uniforms, Verification, verify
-
-Array = Any  # numpy.ndarray or torch.Tensor
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from .._types import Array
 from .block import Batch, get_uniforms, inverse_cdf, prepare
 from .verify import PAD_TOKEN, Uniforms, Verification
-
-Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
 
 def verify_sample_match(
