@@ -130,10 +130,10 @@ def block_expected_tokens(target: MarkovChain, drafter: Drafter, K: int) -> np.n
         if drafter.mode == "sample":
             x = np.array(list(itertools.product(range(V), repeat=K)), dtype=np.int64).reshape(-1, K)  # (A, K)
         else:
-            path, prev = [], c
+            path, tok = [], c
             for _ in range(K):
-                prev = int(np.argmax(drafter.chain.probs(prev)))
-                path.append(prev)
+                tok = int(np.argmax(drafter.chain.probs(tok)))
+                path.append(tok)
             x = np.array([path], dtype=np.int64).reshape(1, K)
         A = x.shape[0]
         prev = np.concatenate([np.full((A, 1), c), x], axis=1)  # (A, K+1) the context of each row

@@ -43,26 +43,34 @@ _K = theory.REFERENCE_K
 REFERENCE = f"the textbook example (p = {list(theory.REFERENCE_P)}, q uniform, a = {_A:.2g})"
 
 
+def _law(p: np.ndarray, q: np.ndarray, bug: str) -> np.ndarray:
+    """:func:`specviz.proof.theory.position_law` of a mistake that has a single-position law."""
+    law = theory.position_law(p, q, bug)
+    if law is None:
+        raise ValueError(f"{bug} has no single-position law")  # the figures below all have one
+    return law
+
+
 def _resample_from_p_figures() -> tuple[int, float]:
     """A token with p > q that still comes out too often, and the law's TV from p."""
-    law = theory.position_law(_P, _Q, "resample_from_p")
+    law = _law(_P, _Q, "resample_from_p")
     x = int(np.flatnonzero((_P > _Q) & (law > _P))[0])
     return x, theory.total_variation(law, _P)
 
 
 _RX, _RTV = _resample_from_p_figures()
-_RLAW = theory.position_law(_P, _Q, "resample_from_p")
-_CLAW = theory.position_law(_P, _Q, "reused_coin")
+_RLAW = _law(_P, _Q, "resample_from_p")
+_CLAW = _law(_P, _Q, "reused_coin")
 _C0 = int(np.flatnonzero(theory.decompose(_P, _Q).residual > 0)[0])  # first token the residual can give
 _GX = int(np.argmax(_Q))  # the greedy drafter's proposal (the first of the tied maxima)
-_GLAW = theory.position_law(_P, _Q, "greedy_draft_sampled_q")
+_GLAW = _law(_P, _Q, "greedy_draft_sampled_q")
 # q_unprocessed needs a drafter whose temperature changes q (a uniform q is the same at any temperature).
 _UP, _UQ = np.array([0.1, 0.5, 0.4]), np.array([0.3, 0.2, 0.5])
-_ULAW = theory.position_law(_UP, _UQ, "q_unprocessed")
+_ULAW = _law(_UP, _UQ, "q_unprocessed")
 _UX = int(np.argmax(_ULAW - _UP))  # the token that comes out most too often
 _UR = np.asarray(engine_bugs.unprocess(_UQ, engine_bugs.DRAFTER))
-_TLAW = theory.position_law(_P, _Q, "target_unprocessed")
-_SLAW = theory.position_law(_P, _Q, "shared_noise_stream")
+_TLAW = _law(_P, _Q, "target_unprocessed")
+_SLAW = _law(_P, _Q, "shared_noise_stream")
 _SX = int(np.flatnonzero(_SLAW == 0)[0])  # a token the shared stream never emits
 _T_REQ = engine_bugs.REQUEST.temperature
 _T_DRAFT = engine_bugs.DRAFTER.temperature
