@@ -7,9 +7,10 @@ import logging
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import flow, links, presenter, serving
+from specviz.app import flow, links, presenter, serving, warm
 
 log = logging.getLogger("specviz.app")
+warm.start()  # once per process: torch and the court's first enumeration load in the background, not in a click
 ESCAPED_KEY = "app.escaped_input_error"
 CLEAR_CACHE_REFUSED = "A visitor sent clear_cache: refused (the caches are every visitor's); their own state cleared"
 

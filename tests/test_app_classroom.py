@@ -210,3 +210,23 @@ def test_tree_shapes_have_one_name_each_and_are_drawn():
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("2 chains from the root: 4 drafts" in t for t in titles)
     assert any("full 2-ary tree: 6 drafts" in t for t in titles)
+
+
+# --- latency: the warm-up at server start -------------------------------------------------------------
+
+
+def test_warm_up_runs_once_per_process_and_imports_torch_off_the_click():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time\n"
+        "from specviz.app import warm\n"
+        "assert 'torch' not in sys.modules\n"  # negative control: nothing imported it before
+        "first, again = warm.start(), warm.start()\n"
+        "deadline = time.monotonic() + 120\n"
+        "while 'torch' not in sys.modules and time.monotonic() < deadline: time.sleep(0.05)\n"
+        "print(first, again, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert out.stdout.split() == ["True", "False", "True"], out.stderr
