@@ -252,3 +252,16 @@ def test_monte_carlo_p_value_refuses_bad_input():
         results.mc_p_value(np.ones(3), np.full(4, 0.25))
     with pytest.raises(ValueError, match="draws"):
         results.mc_p_value(np.ones(4), np.full(4, 0.25), draws=0)
+
+
+def test_monte_carlo_pooling_is_the_chi_square_pooling():
+    rng = np.random.default_rng(5)
+    for n in (1, 10, 300, 5_000):
+        for C in (2, 7, 64):
+            law = rng.dirichlet(np.full(C, 0.3))
+            obs = rng.multinomial(n, law).astype(np.float64)
+            o, e = stats._pool(obs, n * law, stats.MIN_EXPECTED)
+            pool = results._pooling(law, n)
+            assert np.allclose(np.sort(pool @ obs), np.sort(o)) and np.allclose(np.sort(pool @ (n * law)), np.sort(e))
+            po, pe = pool @ obs, pool @ (n * law)
+            assert np.isclose(((po - pe) ** 2 / pe).sum(), ((o - e) ** 2 / e).sum())  # the same statistic

@@ -112,10 +112,26 @@ class JointP(NamedTuple):
 
 
 def _pooling(law: np.ndarray, n: int) -> np.ndarray:
-    """(G, C) 0/1 matrix taking counts of the C positive cells to the G cells :func:`stats.chi_square` pools."""
-    exp = n * law
-    cols = [stats._pool(np.eye(law.size)[c], exp, stats.MIN_EXPECTED)[0] for c in range(law.size)]
-    return np.stack(cols, axis=1)  # (G, C)
+    """(G, C) 0/1 matrix taking counts of the C positive cells to the G cells :func:`stats.chi_square` pools.
+
+    The same rule as ``stats._pool``: cells expected below MIN_EXPECTED go into one cell, and that one
+    into the smallest other cell if it is still too small (tests/test_results.py checks the two agree).
+    """
+    exp = n * law  # (C,)
+    small = exp < stats.MIN_EXPECTED
+    group = np.empty(law.size, dtype=np.int64)
+    big = np.flatnonzero(~small)
+    group[big] = np.arange(big.size)
+    groups = big.size
+    if small.any():
+        group[small] = groups
+        groups += 1
+        if exp[small].sum() < stats.MIN_EXPECTED and big.size:  # still too small: into the smallest other cell
+            group[small] = int(np.argmin(exp[big]))
+            groups -= 1
+    out = np.zeros((groups, law.size))
+    out[group, np.arange(law.size)] = 1.0
+    return out  # (G, C)
 
 
 @functools.lru_cache(maxsize=256)
