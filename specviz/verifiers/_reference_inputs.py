@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, digits
 from . import _validate as check
 from ._xp import NumpyOps, TorchDraws, is_torch
 from .layout import flat_to_padded
@@ -36,7 +36,7 @@ def check_rows(name: str, rows: np.ndarray, tol: float) -> None:
     worst = int(np.argmax(np.abs(sums - 1.0)))
     if abs(sums[worst] - 1.0) > tol:
         raise InputError(name, f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
-                         f"a row summing to {sums[worst]:.6g}")  # fmt: skip
+                         f"a row summing to {digits(sums[worst])}")  # fmt: skip
 
 
 def name_refusal(p: np.ndarray, q: np.ndarray | None) -> None:
