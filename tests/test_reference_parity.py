@@ -291,3 +291,19 @@ def test_bad_input_is_refused_with_the_same_argument(V, path, monkeypatch):
         # The same words; the figure quoted may be another row's: the paths check rows in different
         # orders (at V <= 256 all rows at once, past it a group of rows at a time) and quote the worst.
         assert got.value.expected == want.value.expected, (label, validate, got.value, want.value)
+
+
+def test_no_bonus_counts_the_rules_tokens_minus_the_bonus_row_by_row():
+    """What specviz.app.speed.measure_tokens relies on to time the no-bonus curve on the engine: the
+    no_bonus mistake reads the same uniforms in the same order (a seeded generator too), so each row
+    emits the rule's tokens without the bonus."""
+    from specviz.proof.bugs import BUGS
+
+    P, Q, x, j, _ = make_case(4, 99, 3, 10, True)
+    rule = specviz.verify(P, Q, x, j, rng=np.random.default_rng(11))
+    mistake = BUGS["no_bonus"].verifier(P, Q, x, j, rng=np.random.default_rng(11))
+    assert rule.bonus.any()
+    np.testing.assert_array_equal(mistake.num_tokens, rule.num_tokens - rule.bonus)
+    np.testing.assert_array_equal(mistake.tokens[~rule.bonus], rule.tokens[~rule.bonus])
+    wrong = BUGS["wrong_bonus_row"].verifier(P, Q, x, j, rng=np.random.default_rng(11))  # control: counts agree,
+    assert not np.array_equal(mistake.num_tokens, wrong.num_tokens)  # so only no_bonus subtracts the bonus

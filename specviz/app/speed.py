@@ -17,7 +17,6 @@ import numpy as np
 
 from ..errors import InputError
 from ..proof import theory
-from ..proof.bugs import BUGS
 from ..verifiers.verify import verify
 from .position import draw_iid, verify_context_free
 
@@ -46,19 +45,22 @@ def measure_tokens(
 ) -> Measured:
     """Mean tokens per verification for each K, by running the verifier on n context-free rows.
 
-    ``bonus=False`` runs :data:`specviz.proof.bugs.BUGS` ``["no_bonus"]``: the rule exactly, minus
-    the bonus token.
+    ``bonus=False`` counts what :data:`specviz.proof.bugs.BUGS` ``["no_bonus"]`` emits: the rule
+    exactly, minus the bonus token. That mistake is the reference with its bonus row swapped, which
+    reads the same uniforms in the same order, so its count is the rule's minus the bonus row by row
+    (tests/test_reference_parity.py checks it); the rule runs on the engine, several times faster.
     """
     p, q = theory.as_dist(target_probs, "target_probs"), theory.as_dist(draft_probs, "draft_probs")
     if n < 2:
         raise InputError("n", "at least 2 rows per point", str(n))
-    verifier = verify if bonus else BUGS["no_bonus"].verifier
     means, ses = [], []
     for K in Ks:
         rng = np.random.default_rng([seed, int(K), int(bonus)])
         drafts = draw_iid(q, rng.random((n, K)))  # (n, K)
-        res = verify_context_free(p, q, drafts, rng, verifier)
+        res = verify_context_free(p, q, drafts, rng, verify)
         num = np.asarray(res.num_tokens, dtype=np.float64)
+        if not bonus:  # BUGS["no_bonus"] on the same uniforms: the same rows without their bonus
+            num = num - np.asarray(res.bonus)
         means.append(num.mean())
         ses.append(num.std(ddof=1) / math.sqrt(n))
     return Measured(np.asarray(list(Ks), dtype=np.int64), np.asarray(means), np.asarray(ses), int(n))
