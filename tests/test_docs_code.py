@@ -36,3 +36,15 @@ def test_the_readme_example_prints_padded_tokens():
     assert (res.num_tokens == res.num_accepted + 1).all()
     for b, n in enumerate(res.num_tokens):
         assert (res.tokens[b, :n] >= 0).all() and (res.tokens[b, n:] == -1).all()
+
+
+def test_the_tour_names_every_page_in_the_class_order():
+    # docs/tour.md lists the pages app.py registers, in flow.LESSONS's order (Home and "Next" follow it).
+    import re as _re
+
+    from specviz.app import flow
+
+    titles = dict(_re.findall(r'st\.Page\("([^"]+)", title="([^"]+)"', (prose.ROOT / "app.py").read_text()))
+    tour = (prose.ROOT / "docs" / "tour.md").read_text()
+    listed = _re.findall(r"^- \*\*(.+?)\*\*:", tour, flags=_re.M)
+    assert listed == [titles[lesson.file] for lesson in flow.LESSONS]
