@@ -14,6 +14,7 @@ import threading
 
 log = logging.getLogger("specviz.app")
 _started = threading.Event()
+DELAY_S = 1.5  # the first page of a fresh server renders first (it cost 1.5 s of CPU with the import beside it)
 
 
 def _warm() -> None:
@@ -34,5 +35,7 @@ def start() -> bool:
     if _started.is_set():
         return False
     _started.set()
-    threading.Thread(target=_warm, name="specviz-warm-up", daemon=True).start()
+    timer = threading.Timer(DELAY_S, _warm)  # after the first page has answered, not competing with it
+    timer.name, timer.daemon = "specviz-warm-up", True
+    timer.start()
     return True
