@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import batch_demo, figures, flow, links, presenter, results, serving
+from specviz.app import batch_demo, figures, flow, limits, links, presenter, results, serving
 
 S = "batch."
 MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
@@ -77,6 +77,7 @@ with c2:
         key=S + "typed",
         placeholder="e.g. 4, 2, 0, 3",
         disabled=counts != "typed",
+        max_chars=limits.MAX_COUNTS_CHARS,
     )
     size = batch_demo.cap_batch(int(B_asked), K, int(V))
     count_error = None

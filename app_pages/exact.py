@@ -107,8 +107,9 @@ with left:
         if st.session_state[S + "preset"] is not None:
             st.caption(position.PRESET_HELP[st.session_state[S + "preset"]].capitalize() + ".")
     with st.expander("Type p and q as text"):
-        st.text_input("p", key=S + "p_text", placeholder="e.g. 1/2, 30%, 0.15, 5e-2")
-        st.text_input("q", key=S + "q_text", placeholder="e.g. 0.25 0.25 0.25 0.25 (leave empty to keep q)")
+        st.text_input("p", key=S + "p_text", placeholder="e.g. 1/2, 30%, 0.15, 5e-2", max_chars=limits.MAX_TYPED_CHARS)
+        st.text_input("q", key=S + "q_text", placeholder="e.g. 0.25 0.25 0.25 0.25 (leave empty to keep q)",
+                      max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
         st.button("Use these", key=S + "use_text", on_click=load_text)
         st.caption("Commas, semicolons or spaces between numbers; fractions (1/4), percents (25%), 1e-3.")
         text_notes, text_errors = st.session_state.pop(S + "text_result", ([], []))
