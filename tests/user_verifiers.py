@@ -378,3 +378,62 @@ def hf_ensemble_half(candidate_input_ids, candidate_logits, candidate_length, ne
 
     return _speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,
                                  assistant_ensemble_weight=0.5)  # fmt: skip
+
+
+# --- Engine-style variants for the diagnosis by family (issue 18, point 4; tests/test_families.py): each
+# is the engine with one thing wrong at a setting no catalogue entry has.
+
+DRAFTER_T = 0.6  # engine_unprocessed_q: the drafter's temperature it forgets
+ENSEMBLE_W = 0.5  # engine_ensemble: Hugging Face's assistant_ensemble_weight
+
+
+def engine_unprocessed_q(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None,
+                         validate=True):  # fmt: skip
+    """Drafts came from q = softmax(l / 0.6), but the verifier reads the drafter's raw softmax(l), which is
+    proportional to q^0.6: the drafter's temperature forgotten."""
+    q = draft_probs
+    if q is not None:
+        raw = np.asarray(q, dtype=np.float64) ** DRAFTER_T  # (B, K, V); 0 stays 0
+        q = raw / np.maximum(raw.sum(axis=-1, keepdims=True), 1e-300)
+    return verify(target_probs, q, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
+
+
+def engine_ensemble(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
+    """Hugging Face's static ensemble at weight 0.5: the coin is compared with v / q = 1 - w + w p / q, i.e.
+    the drafted positions' target is v = w p + (1 - w) q; the bonus row keeps p."""
+    P = np.array(target_probs, dtype=np.float64)  # (B, K+1, V), a private copy
+    B, K1, V = P.shape
+    x = np.asarray(draft_tokens, dtype=np.int64).reshape(B, K1 - 1)
+    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
+    drafted = np.arange(K1 - 1)[None, :] < np.asarray(num_draft).reshape(B, 1)  # (B, K)
+    v = ENSEMBLE_W * P[:, :-1] + (1 - ENSEMBLE_W) * Q
+    P[:, :-1] = np.where(drafted[..., None], v, P[:, :-1])
+    return verify(P, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
+
+
+def engine_residual_unnormalized(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None,
+                                 validate=True):  # fmt: skip
+    """(p - q)^+ handed to a sampler that assumes normalized probabilities (1 - a never divided out): the
+    uniform is compared with the raw running sums, and whatever lies past them falls on the last token
+    with weight."""
+    P = np.asarray(target_probs, dtype=np.float64)  # (B, K+1, V)
+    B, K1, V = P.shape
+    if uniforms is None:
+        rng = np.random.default_rng() if rng is None else rng
+        uniforms = (rng.random((B, K1 - 1)), rng.random(B))
+    res = verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms=uniforms, validate=False)
+    tokens, n = np.array(res.tokens), np.asarray(res.num_accepted)
+    x = np.asarray(draft_tokens, dtype=np.int64).reshape(B, K1 - 1)
+    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
+    us = np.asarray(uniforms[1], dtype=np.float64)
+    for b in np.flatnonzero(n < np.asarray(num_draft).reshape(B)):  # rejected rows: redo the replacement
+        i = int(n[b])
+        w = np.maximum(P[b, i] - Q[b, i], 0.0)
+        if draft_probs is None:
+            w = P[b, i].copy()
+            w[x[b, i]] = 0.0
+        if w.sum() <= 0:
+            continue  # p == q: the engine's fallback to p stands
+        last = int(np.flatnonzero(w > 0)[-1])
+        tokens[b, i] = min(int(np.count_nonzero(np.cumsum(w) <= us[b])), last)
+    return res._replace(tokens=tokens)

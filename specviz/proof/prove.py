@@ -77,6 +77,7 @@ from .report import (
     NearestBug,
     SuiteResult,
     case_record,
+    diagnose_case,
     exact_bug_law,
     explain,
     top_cells,
@@ -378,10 +379,14 @@ def run_suite(
         if progress:
             progress(i + 1, len(cases), res)
     controls = [r for r in results if r.is_bug]
+    fitted_on = None  # the families of known mistakes are fitted to the first failing case of a chain verifier
     for i, r in enumerate(results):  # a failing verdict explains itself, nearest known bug included
         if not r.is_bug and r.verdict == "FAIL":
             near, note = nearest_bugs(r, controls, seed=seed, alpha=alpha, kind=kind)
-            results[i] = r._replace(explanation=explain(r, near, note))
+            diag = diagnose_case(r, seed=seed) if kind == "chain" and fitted_on is None else None
+            fitted_on = r.scenario if diag is not None else fitted_on
+            fam_note = f"families of known mistakes: fitted on {fitted_on} above" if fitted_on and not diag else ""
+            results[i] = r._replace(explanation=explain(r, near, note, diag, fam_note))
     failures = []
     for r in results:
         if not r.is_bug and r.verdict == "ERROR":

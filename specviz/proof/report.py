@@ -23,6 +23,7 @@ from . import stats
 from .controls import kind_controls
 from .engine_bugs import FAULTS
 from .exact import verifier_law
+from .families import MARGIN, Diagnosis, diagnose
 from .markov import Drafter
 from .registry import as_verify_signature
 from .scenarios import HOME, SCENARIOS, cell_tokens, scenario_chains
@@ -74,6 +75,8 @@ class Explanation(NamedTuple):
     tv_to_target: float  # TV(observed frequencies, the target's law)
     nearest: list[NearestBug]  # known bugs by TV to the observed law, nearest first
     nearest_note: str  # where the bugs' laws came from, or why there are none
+    families: Diagnosis | None = None  # the families of known mistakes fitted to it (specviz.proof.families)
+    families_note: str = ""  # why there is no fit here (e.g. fitted on another failing case)
 
     def lines(self) -> list[str]:
         out = [f"scenario {self.scenario}: judges {self.covers}"]
@@ -83,11 +86,20 @@ class Explanation(NamedTuple):
                 contrib = "impossible under the target" if math.isinf(c.contribution) else f"+{c.contribution:.1f}"
                 out.append(f'  "{c.tokens}": {c.observed:,} vs {c.expected:,.1f}  ({contrib})')
         out.append(f"TV(observed, target) = {self.tv_to_target:.4f}")
-        if self.nearest:
-            near = ", ".join(f"{b.bug} {b.tv:.4f} ({b.source})" for b in self.nearest[:3])
+        # A catalogue entry is offered as the explanation only when it fits (nearer than MARGIN times the
+        # target's distance); otherwise it is named as not fitting, never as the nearest explanation.
+        fitting = [b for b in self.nearest if b.tv < MARGIN * self.tv_to_target]
+        if fitting:
+            near = ", ".join(f"{b.bug} {b.tv:.4f} ({b.source})" for b in fitting[:3])
             out.append(f"nearest known bugs by TV to the observed law: {near}")
-            if self.nearest[0].tv >= self.tv_to_target:
-                out.append("no known bug's law is nearer than the target's: a mistake of another kind")
+        elif self.nearest:
+            b = self.nearest[0]
+            out.append(f"no catalogue bug fits: the nearest, {b.bug}, is at TV {b.tv:.4f}, not below {MARGIN} x "
+                       f"the target's {self.tv_to_target:.4f}")  # fmt: skip
+        if self.families is not None:
+            out += self.families.lines()
+        elif self.families_note:
+            out.append(self.families_note)
         if self.nearest_note:
             out.append(self.nearest_note)
         return out
@@ -194,12 +206,23 @@ def top_cells(observed: np.ndarray, law: np.ndarray, k: int = TOP_CELLS) -> list
     return out[:k]
 
 
-def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str = "") -> Explanation:
-    """Which cells and tokens-per-step figures make ``res`` fail; ``nearest`` bugs if known."""
+def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str = "",
+            families: Diagnosis | None = None, families_note: str = "") -> Explanation:  # fmt: skip
+    """Which cells and tokens-per-step figures make ``res`` fail; ``nearest`` bugs if known; the
+    ``families`` of known mistakes fitted to it (:func:`diagnose_case`)."""
     sc = SCENARIOS[res.scenario]
     obs = np.asarray(res.observed, dtype=np.float64)
     tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
-    return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note)
+    return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note, families,
+                       families_note)  # fmt: skip
+
+
+def diagnose_case(res: CaseResult, *, seed: int = 0) -> Diagnosis | None:
+    """The families of known mistakes (:mod:`specviz.proof.families`) fitted to a failing chain case,
+    or None where its law says nothing (an ERROR, or only tokens per step failed)."""
+    if res.error or res.joint.passed:
+        return None
+    return diagnose(res.scenario, res.observed, res.law, seed=seed)
 
 
 @functools.lru_cache(maxsize=128)
@@ -269,6 +292,12 @@ def case_record(r: CaseResult) -> dict[str, Any]:
             "cells": [{k: clean(v) for k, v in c._asdict().items()} for c in ex.cells],
             "nearest_bugs": [{k: clean(v) for k, v in b._asdict().items()} for b in ex.nearest],
             "note": ex.nearest_note,
+            "families": None if ex.families is None else {
+                "fitted": ex.families.fitted, "margin": MARGIN, "noise_tv": clean(ex.families.noise),
+                "fits": [{**{k: clean(v) for k, v in f._asdict().items()}, "member": f.member()}
+                         for f in ex.families.fits],
+                "refused": ex.families.refused},
+            "families_note": ex.families_note,
         },
         "seconds": round(r.seconds, 3),
         "error": r.error,
