@@ -275,7 +275,18 @@ st.caption(
     "to be lossless (the court above checks the claim), the plain reference its tokens must equal on the same "
     "uniforms, and for each kind's own verifier the mistakes prove --kind runs as its negative controls."
 )
-st.table(registry.table(), border="horizontal", hide_index=True)  # nine rows to read, not to sort
+# The short columns as a table; the long ones (what each is, its mistakes) as wrapped text below,
+# so nothing runs past the page on a projector at 150 % zoom.
+entries = registry.table()
+short = ("verifier", "kind", "signature", "claims", "reference")
+st.table([{c: row[c] for c in short} for row in entries], border="horizontal", hide_index=True)
+st.markdown(
+    "\n".join(
+        f"- **{row['verifier']}**: {row['what it is']}"
+        + (f" Its mistakes, run as controls: {row['mistakes']}." if row["mistakes"] else "")
+        for row in entries
+    )
+)
 
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:
