@@ -6,7 +6,9 @@ where it shows, as negative controls) and prints one table, or JSON with ``--jso
 ``specviz.verify``) through the same suite, with the bugs run beside it so the output shows
 the tests fail where they should on these very scenarios (``--bugs none`` skips them, and
 says so). A failing case explains itself: the cells that weigh most in chi-square, tokens per
-step against the exact value, and the known bug whose law is nearest. No verdict without
+step against the exact value, the known bug whose law fits, and the family of known mistakes
+(an unprocessed q or p, a mixture with q, misaligned rows, a wrongly normalized residual) fitted
+at its best parameter, or "no known family fits" (specviz.proof.families). No verdict without
 power: a test that could not see a shift of TV 0.05 (or 0.05 tokens per step) gives
 "inconclusive", with the N it needs.
 
