@@ -1,6 +1,6 @@
 """How fast the app answers a class: the server's CPU seconds and the wall time of every click.
 
-    python benchmarks/bench_app.py [--repeat 1] [--present] [--skip-missing]
+    python benchmarks/bench_app.py [--repeat 1] [--present] [--skip-missing] [--write-doc]
 
 Starts `streamlit run app.py` on loopback and drives Debian's Chromium with Playwright (the
 harness of tests/browser.py) through a scripted class walk: every page in class order
@@ -19,7 +19,9 @@ server's warm-up (specviz.app.warm: torch, the court's first enumeration) runs t
 counts in the steps it overlaps. Steps marked [cold] are the first walk of a fresh server;
 later walks (--repeat) meet Streamlit's caches. --present walks in
 presenter mode (?present=1). --skip-missing skips steps whose page or control an older
-checkout lacks (for before/after figures from one script).
+checkout lacks (for before/after figures from one script). --write-doc writes the table into
+the bench_app section of docs/speed.md (benchmarks/speed_doc.py) with the command, the date and
+the machine.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import browser  # noqa: E402
+import speed_doc  # noqa: E402  (benchmarks/ is on the path when this file runs)
 
 CLICK_BUDGET_S = 1.0  # server CPU per click at default and preset settings
 CHECK_BUDGET_S = 2.0  # the Real-text exactness check, which shows progress
@@ -118,11 +121,14 @@ def walk(url: str, at: Callable[[str], str], page) -> list[tuple[str, Callable[[
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="walks after the first (the first is cold)")
     ap.add_argument("--present", action="store_true", help="presenter mode (?present=1)")
     ap.add_argument("--skip-missing", action="store_true", help="skip steps an older checkout cannot do")
+    ap.add_argument(speed_doc.FLAG, action="store_true", help=speed_doc.FLAG_HELP)
     args = ap.parse_args()
+    doc = speed_doc.Section("bench_app")
+    table: list[list[str]] = []
     mode = "present=1" if args.present else ""
 
     def at(url: str) -> str:
@@ -159,6 +165,7 @@ def main() -> None:
         cpu = statistics.median(t[0] for t in ts)
         wall = statistics.median(t[1] for t in ts)
         print(f"{name:48s} {cpu:7.2f} {wall:7.2f} {cpu / budgets[name]:13.2f}")
+        table.append([name, f"{cpu:.2f}", f"{wall:.2f}", f"{budgets[name]:g}", f"{cpu / budgets[name]:.2f}"])
         if cpu > budgets[name]:
             over.append(f"{name}: {cpu:.2f} s of CPU against {budgets[name]:g} s")
     print("over budget:" if over else "over budget: none")
@@ -166,6 +173,15 @@ def main() -> None:
         print(f"  {line}")
     for line in skipped:
         print(f"  skipped {line}")
+    if args.write_doc:
+        doc.note(f"{'presenter mode' if args.present else 'normal mode'}, 1280x720; medians over the walks; "
+                 f"over budget: {'; '.join(over) if over else 'none'}")  # fmt: skip
+        for line in skipped:
+            doc.note(f"skipped {line}")
+        doc.table("Each step of the class walk: the server's CPU seconds (user + system, all threads) against the "
+                  "step's budget, and the wall time until the answer is on screen",
+                  ["step", "cpu s", "wall s", "budget s", "cpu / budget"], table)  # fmt: skip
+        doc.write()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Where users wait on the simulation: a Bug-lab click, a Tokens-page step, the prove suite.
 
     python benchmarks/bench_sim.py [--repeat 3] [--scenarios reference,ragged] [--bugs all|none|a,b] [--no-prove]
+                                   [--write-doc]
 
 Each figure is printed as a ratio to its goal bound (issue 9: a Bug-lab click at N = 1,000,000
 under 1 s, a Tokens-page step at its cap under 1 s, ``python -m specviz prove`` under 8 s)
@@ -18,6 +19,9 @@ Bug-lab clicks on a mistake (``--bugs``): each mistake of the catalogue runs on 
 timed too, at its first home scenario, as a ratio to the 1 s bound and to the correct verifier's
 click on the same scenario in the same run (the engine: what a mistake's click cost when the
 mistakes were switches of the engine).
+
+``--write-doc`` writes the figures as tables into the bench_sim section of docs/speed.md
+(benchmarks/speed_doc.py), with the command, the date and the machine.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import speed_doc  # benchmarks/ is on the path when this file runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -214,13 +219,14 @@ def bug_click(scenario: str, n: int, bug: Any) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def bug_clicks(names: list[str], n: int, repeat: int) -> None:
-    """Each mistake's click against the correct verifier's on the same scenario, interleaved."""
+def bug_clicks(names: list[str], n: int, repeat: int) -> list[list[str]]:
+    """Each mistake's click against the correct verifier's on the same scenario, interleaved; table rows."""
     from specviz.proof.bugs import BUGS
 
     print(f"\nBug-lab click on a mistake (it runs on the reference), n = {n:,}; median of {repeat}; "
           "x rule: the mistake's CPU time over the correct verifier's (the engine) on the same scenario")  # fmt: skip
     print(f"{'bug':24s} {'scenario':14s} {'wall':>7s} {'/ 1 s':>6s} {'cpu':>6s} {'rule cpu':>8s} {'x rule':>6s}")
+    rows = []
     for name in names:
         bug = BUGS[name]
         sc = prove.HOME.get(name, ("reference",))[0]
@@ -231,6 +237,9 @@ def bug_clicks(names: list[str], n: int, repeat: int) -> None:
         w, c = median([m[0] for m in mine]), median([m[1] for m in mine])
         rc = median([m[1] for m in rule])
         print(f"{name:24s} {sc:14s} {w:7.3f} {w / CLICK_BOUND_S:6.2f} {c:6.3f} {rc:8.3f} {c / rc:6.2f}")
+        rows.append([f"`{name}`", sc, f"{w:.3f}", f"{c:.3f}", f"{c / CLICK_BOUND_S:.2f}", f"{rc:.3f}",
+                     f"{c / rc:.2f}x"])  # fmt: skip
+    return rows
 
 
 def tokens_step(n: int) -> tuple[float, float]:
@@ -276,6 +285,7 @@ def main() -> None:
     ap.add_argument("--bugs", default="all", help="mistakes whose Bug-lab click to time: all, none, or names")
     ap.add_argument("--no-prove", action="store_true", help="skip the two prove-suite runs (~15 s)")
     ap.add_argument("--legacy-prove", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(speed_doc.FLAG, action="store_true", help=speed_doc.FLAG_HELP)
     args = ap.parse_args()
     if args.legacy_prove:  # the baseline suite: the command with the old simulation patched in
         from specviz import cli
@@ -283,6 +293,9 @@ def main() -> None:
         prove.generate = legacy_generate
         sys.exit(cli.main(["prove", "--quiet"]))
 
+    doc = speed_doc.Section("bench_sim")
+    waits: list[list[str]] = []  # where users wait: one row per click
+    wait_header = ["click", "wall s", "cpu s", "cpu / bound", "bound s", "before / now (cpu)"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"compiled loops (Numba): {'on' if numba_enabled() else 'off (not installed or ' + NUMBA_ENV + '=0)'}")
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
@@ -301,11 +314,17 @@ def main() -> None:
             print(f"{sc:12s} {label:7s} {wall:7.3f} {wall / CLICK_BOUND_S:6.2f} {cpu:6.3f} {cpu / CLICK_BOUND_S:6.2f} "
                   f"{args.n / cpu:10,.0f} {ver:8.3f} {cpu - ver:6.3f} {runs[0].calls:5d} {base_wall / wall:6.2f} "
                   f"{base_cpu / cpu:6.2f}  {runs[0].verdict}")  # fmt: skip
+            if label == "new":
+                waits.append([f"Bug lab, N = {args.n:,}, {sc} scenario ({runs[0].verdict})", f"{wall:.3f}",
+                              f"{cpu:.3f}", f"{cpu / CLICK_BOUND_S:.2f}", f"{CLICK_BOUND_S:g}",
+                              f"{base_cpu / cpu:.2f}x"])  # fmt: skip
 
     if args.bugs != "none":
         from specviz.proof.bugs import BUGS
 
-        bug_clicks(list(BUGS) if args.bugs == "all" else args.bugs.split(","), args.n, args.repeat)
+        bug_rows = bug_clicks(list(BUGS) if args.bugs == "all" else args.bugs.split(","), args.n, args.repeat)
+    else:
+        bug_rows = []
 
     n_tok = limits.MAX_TOKENS_N
     runs, pure = [], []
@@ -323,6 +342,10 @@ def main() -> None:
           "(verifier calls and position.draw_iid; the simulation module is not on this path)")  # fmt: skip
     print(f"  with NumPy's passes only ({NUMBA_ENV}=0): wall {tp:.3f} s = {tp / TOKENS_BOUND_S:.2f} x, cpu {cp:.3f} s; "
           f"compiled loops {cp / c:.2f} x faster in cpu")  # fmt: skip
+    tok = f"Tokens per step, one slider step at its cap ({n_tok:,} rows x {len(TOKENS_K)} K, twice)"
+    waits.append([tok, f"{t:.3f}", f"{c:.3f}", f"{c / TOKENS_BOUND_S:.2f}", f"{TOKENS_BOUND_S:g}", f"{cp / c:.2f}x"])
+    waits.append([f"the same with NumPy's passes only ({NUMBA_ENV}=0)", f"{tp:.3f}", f"{cp:.3f}",
+                  f"{cp / TOKENS_BOUND_S:.2f}", f"{TOKENS_BOUND_S:g}", ""])  # fmt: skip
 
     if not args.no_prove:
         new, old = interleaved(prove_command, 1)
@@ -330,6 +353,24 @@ def main() -> None:
         print(f"\npython -m specviz prove: wall {tn:.2f} s = {tn / PROVE_BOUND_S:.2f} x, cpu {cn:.2f} s = "
               f"{cn / PROVE_BOUND_S:.2f} x the 8 s bound (exit {rc_new}); with the legacy simulation wall {to:.2f} s, "
               f"cpu {co:.2f} s (exit {rc_old}): {to / tn:.2f} x wall, {co / cn:.2f} x cpu")  # fmt: skip
+        from specviz.proof.bugs import BUGS
+
+        what = f"`python -m specviz prove` ({len(prove.SCENARIOS)} scenarios, {len(BUGS)} bugs; exit {rc_new})"
+        waits.append([what, f"{tn:.2f}", f"{cn:.2f}", f"{cn / PROVE_BOUND_S:.2f}", f"{PROVE_BOUND_S:g}",
+                      f"{co / cn:.2f}x"])  # fmt: skip
+
+    if args.write_doc:
+        doc.note(f"compiled loops (Numba): {'on' if numba_enabled() else 'off'}; medians of {args.repeat}, "
+                 "the current code and its baseline interleaved")  # fmt: skip
+        doc.table("Where users wait: CPU seconds against each goal's bound, and the baseline (the simulation before "
+                  "chunking and table gathers, and the same click with NumPy's passes only) over now",
+                  wait_header, waits)  # fmt: skip
+        if bug_rows:
+            doc.table("A Bug-lab click on each mistake (it runs on the reference), against the correct verifier's "
+                      "click on the same scenario in the same run (the engine)",
+                      ["bug", "scenario", "wall s", "cpu s", "cpu / 1 s", "rule cpu s", "mistake / rule"],
+                      bug_rows)  # fmt: skip
+        doc.write()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Time `verify` against a read pass over the bytes it must read, measured in the same run.
 
     python benchmarks/bench_verify.py [--repeat 5] [--sizes 64x32000,64x128256,256x128256]
-                                      [--threads 1,2] [--device cpu|cuda]
+                                      [--threads 1,2] [--device cpu|cuda] [--write-doc]
 
 K = 4 drafts per row, float32, every row with K drafts; the drafter is the target's logits
 plus Gaussian noise (sigma 0.75), so a draft is accepted with probability ~0.7 as with real
@@ -27,6 +27,11 @@ is timed, NumPy and torch (both ways) must return identical tokens on the inputs
 On CUDA (``--device cuda``) the entries are torch-cuda verify and a torch-cuda read pass;
 the output adds the achieved bandwidth (must-read bytes / time) as a fraction of the device's
 peak (from its memory clock and bus width when torch reports them).
+
+``--write-doc`` (CPU) writes a summary per size, every entry, and the constants of the draw
+(grid step, sum margin, block, the quantization bound V x step) as tables into the
+bench_verify section of docs/speed.md (benchmarks/speed_doc.py), with the command, the date
+and the machine.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import speed_doc  # benchmarks/ is on the path when this file runs
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -181,7 +187,21 @@ def peak_bandwidth() -> tuple[float | None, str]:
     return None, f"{props.name}: memory clock not reported"
 
 
-def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
+SUMMARY = ["B, V", "acceptance", "read GB/s", "specviz / bound", "validate=True / False", "NumPy only / bound",
+           "torch / NumPy", "hand-over", "torch without it / NumPy", "torch's kernels / NumPy"]  # fmt: skip
+ENTRIES = ["B, V", "entry", "validate", "cold / bound", "warm / bound", "validate cost", "/ numpy", "paired IQR",
+           "hand-over", "/ numpy without it"]  # fmt: skip
+
+
+class Figures:
+    """The rows one size adds to the tables of docs/speed.md."""
+
+    def __init__(self) -> None:
+        self.summary: list[list[str]] = []
+        self.entries: list[list[str]] = []
+
+
+def bench_config(B: int, V: int, args, rng: np.random.Generator, figs: Figures | None = None) -> None:
     target, draft, tokens, num, acceptance = make_inputs(B, V)
     u = Uniforms(np.random.default_rng(1).random((B, K)), np.random.default_rng(2).random(B))
     ref = verify(target, draft, tokens, num, uniforms=u, validate=False)
@@ -260,6 +280,8 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             print(f"  {name:<16} validate={str(validate):<5} {med_w[i] * 1e3:8.3f} ms  {bw / 1e9:7.1f} GB/s  "
                   f"{frac}  x read pass {med_w[i] / bound_w:.2f}")  # fmt: skip
         return
+    bv = f"{B}, {V}"
+    by_name = {(e[0], e[1]): i for i, e in enumerate(entries)}
     numpy_f = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is False)
     numpy_t = next(i for i, e in enumerate(entries) if e[0] == "numpy" and e[1] is True)
     print(f"  {'entry':<11} {'validate':>8} {'cold/bound':>10} {'warm/bound':>10} {'validate cost':>13} "
@@ -281,6 +303,23 @@ def bench_config(B: int, V: int, args, rng: np.random.Generator) -> None:
             extra = f"  {np.median(hand) / med_c[base]:>8.1%} {rest:>16.2f}x"
         print(f"  {name:<11} {str(validate):>8} {med_c[i] / bound:>9.2f}x {med_w[i] / bound_w:>9.2f}x "
               f"{cost:>13} {vs_np:>6.2f}x {spread:>10}{extra}")  # fmt: skip
+        if figs is not None:
+            hand_cells = extra.split() if extra else ["", ""]
+            figs.entries.append([bv, name, str(validate), f"{med_c[i] / bound:.2f}x", f"{med_w[i] / bound_w:.2f}x",
+                                 cost, f"{vs_np:.2f}x", spread, *hand_cells])  # fmt: skip
+    if figs is None:
+        return
+    th = args.threads[0]
+    torch_f = by_name[(f"torch/{th}", False)]
+    hand = np.array(handoff[torch_f])
+    rest = float(np.median((np.array(cold[torch_f]) - hand) / np.array(cold[numpy_f])))
+    pure_f = by_name.get(("numpy-pure", False))
+    figs.summary.append([
+        bv, f"{measured_acc:.2f}", f"{n_bytes / bound / 1e9:.1f}", f"{med_c[numpy_f] / bound:.2f}x",
+        f"{med_c[numpy_t] / med_c[numpy_f]:.2f}x", f"{med_c[pure_f] / bound:.2f}x" if pure_f is not None else "",
+        f"{med_c[torch_f] / med_c[numpy_f]:.2f}x", f"{np.median(hand) / med_c[numpy_f]:.1%}", f"{rest:.2f}x",
+        f"{med_c[by_name[(f'kernels/{th}', False)]] / med_c[numpy_f]:.2f}x",
+    ])  # fmt: skip
 
 
 def main() -> None:
@@ -293,7 +332,12 @@ def main() -> None:
                     help="cpu: process CPU seconds, steadier on a shared machine (1-thread entries)")  # fmt: skip
     ap.add_argument("--stat", choices=["median", "min"], default="median",
                     help="per entry over the repeats; min on a machine shared with other work")  # fmt: skip
+    ap.add_argument(speed_doc.FLAG, action="store_true", help=speed_doc.FLAG_HELP + " (CPU only)")
     args = ap.parse_args()
+    if args.write_doc and args.device != "cpu":
+        ap.error(f"{speed_doc.FLAG} writes the CPU tables; run --device cuda without it")
+    doc = speed_doc.Section("bench_verify")
+    figs = Figures() if args.write_doc else None
     args.threads = [int(t) for t in args.threads.split(",")]
     global CLOCK
     if args.clock == "cpu":
@@ -308,15 +352,37 @@ def main() -> None:
     if numba_enabled():
         import numba
 
+        first = numba_first_call()
         print(f"numpy: the hot loops run compiled (numba {numba.__version__}; "
-              f"{numba_first_call()}); numpy-pure: {NUMBA_ENV}=0, the NumPy code only")  # fmt: skip
+              f"{first}); numpy-pure: {NUMBA_ENV}=0, the NumPy code only")  # fmt: skip
+        doc.note(f"compiled loops (Numba) on: the {first}")
     else:
         print("numpy: Numba is not installed (or switched off): the NumPy passes")
     spy_handoff()
     rng = np.random.default_rng(0)
     for size in args.sizes.split(","):
         B, V = (int(s) for s in size.split("x"))
-        bench_config(B, V, args, rng)
+        bench_config(B, V, args, rng, figs)
+    if figs is not None:
+        write_doc(doc, args, figs)
+
+
+def write_doc(doc: speed_doc.Section, args, figs: Figures) -> None:
+    """The bench_verify section of docs/speed.md: the summary, every entry, the draw's constants."""
+    th = args.threads[0]
+    doc.note(f"{args.stat} of {args.repeat} cold calls, {args.clock} time; torch at {th} thread(s) in the summary")
+    summary = [h.replace("torch /", f"torch/{th} /") if h.startswith("torch /") else h for h in SUMMARY]
+    doc.table(f"Summary, K = {K}, float32, validate=False unless named: ratios to the read bound or to NumPy "
+              "in the same run", summary, figs.summary)  # fmt: skip
+    doc.table("Every entry: cold and warm medians over the read bound, validate=True over False, over NumPy "
+              "(and the interquartile range of the per-repeat ratios), torch's hand-over", ENTRIES, figs.entries)
+    step = 1 / sample_mod.GRID
+    Vs = sorted({int(r[0].split(", ")[1]) for r in figs.summary})
+    doc.table("The draw's constants (specviz.verifiers._sample) and the quantization bound V x grid step in "
+              "total variation", ["V", "grid step", "sum margin", "block", "TV bound"],
+              [[str(V), f"2^-{int(np.log2(sample_mod.GRID))}", f"{sample_mod.SUM_MARGIN:g}", str(sample_mod.BLOCK),
+                f"{V * step:.1e}"] for V in Vs])  # fmt: skip
+    doc.write()
 
 
 if __name__ == "__main__":

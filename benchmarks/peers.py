@@ -1,6 +1,6 @@
 """specviz's verifier next to the ways others write it, on the same inputs, in the same run.
 
-    python benchmarks/peers.py [--repeat 3] [--sizes 64x32000,64x128256] [--threads 1]
+    python benchmarks/peers.py [--repeat 3] [--sizes 64x32000,64x128256] [--threads 1] [--write-doc]
 
 Reference styles, written here from their published descriptions (no code copied):
 
@@ -19,7 +19,9 @@ numpy-loop and specviz take the same explicit uniforms, and their tokens are com
 anything is timed (they may differ only where a uniform falls within float rounding of a CDF
 step: specviz floors weights to 2^-48). Every entry is timed cold (caches evicted) in a
 shuffled order; the table prints each one's median as a ratio to specviz (NumPy), to specviz
-(torch) and to the same-run read bound of ``bench_verify.py``.
+(torch) and to the same-run read bound of ``bench_verify.py``; ``--write-doc`` writes that table
+into the peers section of docs/speed.md (benchmarks/speed_doc.py) with the command, the date
+and the machine.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import speed_doc  # benchmarks/ is on the path when this file runs
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -128,7 +131,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--stat", choices=["median", "min"], default="median")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="cpu: process CPU seconds")
+    ap.add_argument(speed_doc.FLAG, action="store_true", help=speed_doc.FLAG_HELP)
     args = ap.parse_args()
+    doc = speed_doc.Section("peers")
+    rows: list[list[str]] = []
     torch.set_num_threads(args.threads)
     stat = np.median if args.stat == "median" else np.min
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -136,6 +142,7 @@ def main() -> None:
           f"repeats {args.repeat}, {args.stat} of cold calls, {args.clock} time")  # fmt: skip
     for line in peer_status():
         print("  " + line)
+        doc.note(line)
     rng = np.random.default_rng(0)
     for size in args.sizes.split(","):
         B, V = (int(s) for s in size.split("x"))
@@ -176,9 +183,19 @@ def main() -> None:
         print(f"\nB = {B}, K = {K}, V = {V}, float32, {rejected}/{B} rows rejected; numpy-loop tokens equal "
               f"specviz's on {same:.1%} of rows; read bound {n_bytes / bound / 1e9:.1f} GB/s")  # fmt: skip
         print(f"  {'implementation':<24} {'/ specviz numpy':>15} {'/ specviz torch':>15} {'/ read bound':>12}")
+        doc.note(f"B = {B}, V = {V}: {rejected}/{B} rows rejected; numpy-loop tokens equal specviz's on "
+                 f"{same:.1%} of rows; read bound {n_bytes / bound / 1e9:.1f} GB/s")  # fmt: skip
         for k in entries:
             print(f"  {k:<24} {t[k] / t['specviz numpy']:>14.2f}x {t[k] / t['specviz torch']:>14.2f}x "
                   f"{t[k] / bound:>11.2f}x")  # fmt: skip
+            rows.append([f"{B}, {V}", k, f"{t[k] / t['specviz numpy']:.2f}x", f"{t[k] / t['specviz torch']:.2f}x",
+                         f"{t[k] / bound:.2f}x"])  # fmt: skip
+    if args.write_doc:
+        doc.note(f"torch at {args.threads} thread(s); {args.stat} of {args.repeat} cold calls, {args.clock} time")
+        doc.table(f"The same inputs (K = {K}, float32) through each implementation: ratios to specviz (NumPy), "
+                  "to specviz (torch) and to the read bound, in the same run",
+                  ["B, V", "implementation", "/ specviz numpy", "/ specviz torch", "/ read bound"], rows)  # fmt: skip
+        doc.write()
 
 
 if __name__ == "__main__":
