@@ -120,3 +120,56 @@ def test_the_real_hugging_face_ensemble_is_a_mixture_at_its_weight():
     d = res.explanation.families
     assert res.verdict == "FAIL" and d.fitted and d.best.family == "mixture with q"
     assert abs(d.best.value - 0.5) <= 0.05, d.best
+
+
+# --- the same families at the steps of the sweep over the uniforms (prove --vocab) -----------------
+
+SWEPT = {
+    "engine_unprocessed_q": ("unprocessed q", uv.DRAFTER_T, ["accept", "replacement"]),
+    "engine_ensemble": ("mixture with q", 1 - uv.ENSEMBLE_W, ["accept"]),
+    "engine_residual_unnormalized": ("residual normalization", 0.0, ["replacement"]),
+}
+
+
+def test_a_scaled_draw_is_the_residual_at_k_1_and_overflows_onto_the_last_token_at_k_0():
+    w = np.array([0.0, 0.1, 0.0, 0.3, 0.0])  # mass m = 0.4
+    assert np.allclose(F._scaled_draw(w, 1.0), w / 0.4, atol=1e-15)
+    assert np.allclose(F._scaled_draw(w, 0.0), [0, 0.1, 0, 0.9, 0], atol=1e-15)  # u in [0.4, 1) falls on token 3
+    assert np.allclose(F._scaled_draw(w, 2.0), [0, 0.625, 0, 0.375, 0], atol=1e-15)  # u * 0.16 never passes 0.16
+
+
+@pytest.mark.parametrize("name", list(SWEPT))
+def test_a_failing_sweep_names_the_family_at_its_parameter(name):
+    from specviz.proof.sweep import sweep
+
+    family, value, broken = SWEPT[name]
+    s = sweep(getattr(uv, name), V=4000, rows=2, seed=0)
+    d = F.diagnose_sweep(s)
+    assert not s.passed and d.broken == broken
+    assert d.fitted and d.fits[0].family == family and abs(d.fits[0].value - value) < 0.01, d.fits
+    assert d.fits[0].tv <= d.resolution < d.rule
+    assert f"nearest family: {d.fits[0].member()} (wrong at: {F.FAMILIES[family].step})" in d.lines()
+    assert all(len(line) <= 100 for line in d.lines())
+
+
+@pytest.mark.parametrize("name", ["engine_bf16_q", "residual_from_p"])
+def test_a_sweep_outside_every_family_gets_no_family(name):
+    """Negative control: q rounded to bfloat16 is nearest to q at T = 1.00, yet no member agrees with it
+    to the sweep's resolution; a replacement from p is no member either."""
+    from specviz.proof.sweep import sweep
+
+    d = F.diagnose_sweep(sweep(getattr(uv, name), V=4000, rows=2, seed=0))
+    assert not d.fitted and d.fits[0].tv > d.resolution
+    assert any(line.startswith("no known family fits") for line in d.lines())
+
+
+def test_prove_shipped_prints_the_family_and_names_misaligned_rows_by_their_probe():
+    from specviz.proof.ship import CallSpec
+    from specviz.proof.shipped import prove_shipped
+
+    spec = CallSpec("float64", "numpy")
+    r = prove_shipped(uv.engine_ensemble, V=2000, K=3, spec=spec, tv=0.05)
+    assert r.verdict == "FAIL" and r.diagnosis is not None and r.diagnosis.fitted
+    assert "nearest family: mixture with q, w = 0.50 (wrong at: accepted drafts)" in r.lines()
+    m = prove_shipped(uv.engine_misaligned_q, V=2000, K=3, spec=spec, tv=0.05)
+    assert m.verdict == "FAIL" and "batch_invariance" in m.reason and "misaligned rows" in m.reason

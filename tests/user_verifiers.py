@@ -387,13 +387,18 @@ DRAFTER_T = 0.6  # engine_unprocessed_q: the drafter's temperature it forgets
 ENSEMBLE_W = 0.5  # engine_ensemble: Hugging Face's assistant_ensemble_weight
 
 
+def _f64(a):
+    """A table (NumPy or a CPU torch tensor) as a float64 NumPy array."""
+    return np.asarray(a.detach().cpu().numpy() if hasattr(a, "detach") else a, dtype=np.float64)
+
+
 def engine_unprocessed_q(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None,
                          validate=True):  # fmt: skip
     """Drafts came from q = softmax(l / 0.6), but the verifier reads the drafter's raw softmax(l), which is
     proportional to q^0.6: the drafter's temperature forgotten."""
     q = draft_probs
     if q is not None:
-        raw = np.asarray(q, dtype=np.float64) ** DRAFTER_T  # (B, K, V); 0 stays 0
+        raw = _f64(q) ** DRAFTER_T  # (B, K, V); 0 stays 0
         q = raw / np.maximum(raw.sum(axis=-1, keepdims=True), 1e-300)
     return verify(target_probs, q, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
 
@@ -401,11 +406,11 @@ def engine_unprocessed_q(target_probs, draft_probs, draft_tokens, num_draft, *, 
 def engine_ensemble(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None, validate=True):
     """Hugging Face's static ensemble at weight 0.5: the coin is compared with v / q = 1 - w + w p / q, i.e.
     the drafted positions' target is v = w p + (1 - w) q; the bonus row keeps p."""
-    P = np.array(target_probs, dtype=np.float64)  # (B, K+1, V), a private copy
+    P = _f64(target_probs).copy()  # (B, K+1, V), a private copy
     B, K1, V = P.shape
-    x = np.asarray(draft_tokens, dtype=np.int64).reshape(B, K1 - 1)
-    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
-    drafted = np.arange(K1 - 1)[None, :] < np.asarray(num_draft).reshape(B, 1)  # (B, K)
+    x = _f64(draft_tokens).astype(np.int64).reshape(B, K1 - 1)
+    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else _f64(draft_probs)
+    drafted = np.arange(K1 - 1)[None, :] < _f64(num_draft).reshape(B, 1)  # (B, K)
     v = ENSEMBLE_W * P[:, :-1] + (1 - ENSEMBLE_W) * Q
     P[:, :-1] = np.where(drafted[..., None], v, P[:, :-1])
     return verify(P, draft_probs, draft_tokens, num_draft, rng=rng, uniforms=uniforms, validate=False)
@@ -416,17 +421,17 @@ def engine_residual_unnormalized(target_probs, draft_probs, draft_tokens, num_dr
     """(p - q)^+ handed to a sampler that assumes normalized probabilities (1 - a never divided out): the
     uniform is compared with the raw running sums, and whatever lies past them falls on the last token
     with weight."""
-    P = np.asarray(target_probs, dtype=np.float64)  # (B, K+1, V)
+    P = _f64(target_probs)  # (B, K+1, V)
     B, K1, V = P.shape
     if uniforms is None:
         rng = np.random.default_rng() if rng is None else rng
         uniforms = (rng.random((B, K1 - 1)), rng.random(B))
     res = verify(target_probs, draft_probs, draft_tokens, num_draft, uniforms=uniforms, validate=False)
-    tokens, n = np.array(res.tokens), np.asarray(res.num_accepted)
-    x = np.asarray(draft_tokens, dtype=np.int64).reshape(B, K1 - 1)
-    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
-    us = np.asarray(uniforms[1], dtype=np.float64)
-    for b in np.flatnonzero(n < np.asarray(num_draft).reshape(B)):  # rejected rows: redo the replacement
+    tokens, n = _f64(res.tokens).astype(np.int64), _f64(res.num_accepted).astype(np.int64)
+    x = _f64(draft_tokens).astype(np.int64).reshape(B, K1 - 1)
+    Q = np.eye(V)[np.clip(x, 0, V - 1)] if draft_probs is None else _f64(draft_probs)
+    us = _f64(uniforms[1])
+    for b in np.flatnonzero(n < _f64(num_draft).reshape(B)):  # rejected rows: redo the replacement
         i = int(n[b])
         w = np.maximum(P[b, i] - Q[b, i], 0.0)
         if draft_probs is None:

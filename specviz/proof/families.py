@@ -343,3 +343,122 @@ def diagnose(scenario: str, observed: np.ndarray, target_law: np.ndarray, *, see
         fits[fits.index(top)] = top._replace(value=v, tv=tv)
     fits.sort(key=lambda f: f.tv)
     return Diagnosis(scenario, _tv(freq, target), noise_tv(target, n), fits, refused)
+
+
+# --- the same families at one step of the sweep over the uniforms (prove --vocab) -------------------
+#
+# The sweep (specviz.proof.sweep) measures a verifier's implied law at a few realistic steps: the
+# accept measure of one draft x and the block masses of the replacement and of the bonus. Each
+# family member's law at such a step is a closed form of the row's p (2, V) and q (1, V), so the
+# fit is over a fine grid of the parameter, then refined. Misaligned rows are not visible there
+# (the sweep's queries are copies of one row): the batch_invariance probe catches them.
+
+SWEEP_GRIDS = {"unprocessed q": np.linspace(0.1, 3.0, 59), "unprocessed p": np.linspace(0.1, 3.0, 59),
+               "mixture with q": np.linspace(0.0, 1.0, 51), "residual normalization": np.linspace(0.0, 3.0, 61)}
+
+
+def _norm_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    r = np.maximum(p - q, 0.0)
+    s = r.sum()
+    return r / s if s > 0 else p / p.sum()
+
+
+def _scaled_draw(w: np.ndarray, k: float) -> np.ndarray:
+    """The law (V,) of a draw comparing the running sums of w with u * m^k (m = sum w), the overflow on
+    the last token with weight."""
+    m = w.sum()
+    if m <= 0:
+        return w
+    z = m**k
+    cdf = np.cumsum(w)
+    law = np.diff(np.concatenate([[0.0], np.minimum(cdf, z)])) / z  # (V,) the part of [0, z) each token holds
+    if z > m:
+        law[np.flatnonzero(w > 0)[-1]] += (z - m) / z
+    return law
+
+
+def step_laws(family: str, value: float, p: np.ndarray, q: np.ndarray, x: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """(accept probability of x, replacement law (V,), bonus law (V,)) of a member at one step; the
+    rule for family "" (p (2, V) the target rows, q (1, V) the draft row)."""
+    p0, p1, q0 = p[0], p[1] / p[1].sum(), q[0]
+    if family == "unprocessed q":
+        qt = _power_rows(q0, value)
+        return min(1.0, p0[x] / qt[x]), _norm_residual(p0, qt), p1
+    if family == "unprocessed p":
+        pt = _power_rows(p, value)
+        return min(1.0, pt[0, x] / q0[x]), _norm_residual(pt[0], q0), pt[1]
+    if family == "mixture with q":
+        return min(1.0, (1 - value) * p0[x] / q0[x] + value), _norm_residual(p0, q0), p1
+    if family == "residual normalization":
+        return min(1.0, p0[x] / q0[x]), _scaled_draw(np.maximum(p0 - q0, 0.0), value), p1
+    if family:
+        raise ValueError(f"no step laws for family {family!r}")
+    return min(1.0, p0[x] / q0[x]), _norm_residual(p0, q0), p1
+
+
+def _blocks(law: np.ndarray, cuts: Sequence[int]) -> np.ndarray:
+    cdf = np.cumsum(law)
+    return np.diff(np.concatenate([[0.0], cdf[list(cuts)], [1.0]]))
+
+
+def sweep_distance(sweep: Any, family: str, value: float) -> float:
+    """Sum over the sweep's steps of the TV between the verifier's implied law and the member's."""
+    rows = {b: (p, q, x) for b, p, q, x in sweep.rows}
+    total = 0.0
+    for s in sweep.steps:
+        if s.row not in rows or not s.implied:
+            continue
+        a, rep, bonus = step_laws(family, value, *rows[s.row])
+        if s.part == "accept":
+            total += abs(s.implied[0] - a)
+        else:
+            law = rep if s.part == "replacement" else bonus
+            total += 0.5 * float(np.abs(np.asarray(s.implied) - _blocks(law, s.cuts)).sum())
+    return total
+
+
+class SweepDiagnosis(NamedTuple):
+    """The families fitted to the steps of a failing sweep, best first."""
+
+    rule: float  # the sum of the steps' TVs from the exact law: the correct rule's distance
+    fits: list[Fit]  # tv: the sum of the steps' TVs from the member's law
+    broken: list[str]  # the parts of the law that break ("accept", "replacement", "bonus")
+    resolution: float  # the sum of the steps' resolutions: what the sweep cannot tell apart
+
+    @property
+    def fitted(self) -> bool:
+        """The best member agrees with the verifier at the steps swept, to the sweep's resolution (no
+        sampling noise here: a member merely nearer than the rule, like q at T = 0.9996 for a q
+        rounded to bfloat16, is not an explanation)."""
+        return bool(self.fits) and self.fits[0].tv <= self.resolution < self.rule
+
+    def lines(self) -> list[str]:
+        out = [f"the law breaks at: {', '.join(self.broken)}"]
+        b = self.fits[0] if self.fits else None
+        if b is None:
+            return [*out, "no known family fits: none has a law at these steps"]
+        if self.fitted:
+            out += [f"nearest family: {b.member()} (wrong at: {b.step})",
+                    f"  summed step TV from it {b.tv:.3g} (resolution {self.resolution:.2g}) against "
+                    f"{self.rule:.3g} from the rule"]  # fmt: skip
+        else:
+            out += [f"no known family fits: the nearest, {b.member()}, is at summed step TV {b.tv:.3g},",
+                    f"  beyond the sweep's resolution {self.resolution:.2g} (the rule: {self.rule:.3g})"]
+        return out
+
+
+def diagnose_sweep(sweep: Any) -> SweepDiagnosis:
+    """Fit every family with step laws to a sweep (:class:`specviz.proof.sweep.Sweep`) that failed."""
+    rule = sweep_distance(sweep, "", 0.0)
+    fits = []
+    for name, grid in SWEEP_GRIDS.items():
+        scores = [sweep_distance(sweep, name, float(v)) for v in grid]
+        i = int(np.argmin(scores))
+        lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)])
+        v, tv = _golden(lambda t, n=name: sweep_distance(sweep, n, t), lo, hi, 24)
+        if tv > scores[i]:
+            v, tv = float(grid[i]), scores[i]
+        fits.append(Fit(name, FAMILIES[name].step, round(v, 4), tv, "exact, at the steps swept"))
+    fits.sort(key=lambda f: f.tv)
+    broken = list(dict.fromkeys(s.part for s in sweep.steps if not s.passed))
+    return SweepDiagnosis(rule, fits, broken, float(sum(s.resolution for s in sweep.steps)))

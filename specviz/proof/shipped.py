@@ -9,7 +9,8 @@ Three steps, each printed with what it covers:
    (:mod:`specviz.proof.ship`): no mismatch in n rows certifies TV <= -ln(0.05)/n at 95%;
 3. where rows mismatch, the sweep over the uniforms (:mod:`specviz.proof.sweep`) decides
    whether the verifier reads its uniforms another valid way (its law is the target's at
-   every step swept) or its law is wrong.
+   every step swept) or its law is wrong; a wrong law is compared with the families of known
+   mistakes at those steps (:func:`specviz.proof.families.diagnose_sweep`).
 
 Example (runs in a few seconds)::
 
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .blackbox import BlackBox, blackbox_tests
+from .families import SweepDiagnosis, diagnose_sweep
 from .probes import Probe, probe_lines, run_probes
 from .ship import CallSpec, Paired, paired_test
 from .sweep import Sweep, sweep
@@ -44,6 +46,7 @@ class Shipped(NamedTuple):
     sweep: Sweep | None
     threads: str  # what prove did with torch's threads
     blackbox: BlackBox | None = None  # the sampled tests, for a verifier without uniforms=
+    diagnosis: SweepDiagnosis | None = None  # the families of known mistakes fitted to a failing sweep
 
     def lines(self) -> list[str]:
         out = [self.threads, "", "fault probes:"] + ["  " + s for s in probe_lines(self.probes)]
@@ -51,6 +54,8 @@ class Shipped(NamedTuple):
             out += [""] + self.paired.lines()
         if self.sweep is not None:
             out += [""] + self.sweep.lines()
+        if self.diagnosis is not None:
+            out += [""] + self.diagnosis.lines()
         if self.blackbox is not None:
             out += [""] + self.blackbox.lines()
         return [*out, "", f"{self.verdict}: {self.reason}"]
@@ -122,6 +127,8 @@ def prove_shipped(
         verdict, reason = "FAIL", f"the law is wrong at {', '.join(bad)} (TV beyond the sweep's resolution)"
     elif failed:
         verdict, reason = "FAIL", "fault probes failed: " + ", ".join(failed)
+        if "batch_invariance" in failed:
+            reason += " (a row's tokens depend on other rows, as with misaligned rows: q of row b + 1 for row b)"
     elif swept is not None:
         verdict, reason = "PASS (law)", (f"{paired.mismatches} rows differ from the reference, but the law is the "
                                          "target's at every step swept: another valid uniform convention "
@@ -129,7 +136,8 @@ def prove_shipped(
     else:
         verdict, reason = "PASS", (f"TV(verifier, target) <= {paired.tv_bound:.3g} at 95% on {paired.rows:,} "
                                    "realistic rows; every probe passed")  # fmt: skip
-    return Shipped(verdict, reason, probes, paired, swept, note)
+    diagnosis = diagnose_sweep(swept) if swept is not None and not swept.passed else None
+    return Shipped(verdict, reason, probes, paired, swept, note, diagnosis=diagnosis)
 
 
 # --- the command line: ``prove --vocab`` and the probes of a plain ``prove`` (specviz/cli.py calls these)

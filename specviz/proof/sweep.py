@@ -50,6 +50,8 @@ class Step(NamedTuple):
     tv: float  # the verifier's TV from the exact law at this step (blocks for a draw)
     resolution: float  # what the sweep cannot resolve
     detail: str
+    implied: tuple[float, ...] = ()  # accept: (its measure,); a draw: the block masses between cuts
+    cuts: tuple[int, ...] = ()  # a draw: the last token of each block but the last
 
     @property
     def passed(self) -> bool:
@@ -62,6 +64,7 @@ class Sweep(NamedTuple):
     spec: CallSpec
     seconds: float
     calls: int
+    rows: tuple[tuple[int, np.ndarray, np.ndarray, int], ...] = ()  # (row, p (2, V), q (1, V), draft x) swept
 
     @property
     def passed(self) -> bool:
@@ -143,7 +146,8 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
     exact = np.diff(np.concatenate([[0.0], cdf[cuts] / cdf[-1], [1.0]]))
     tv = 0.5 * float(np.abs(implied - exact).sum())
     res = total_flips * 2.0**-BISECT + V * REFERENCE_GRID + 2 * eps
-    return Step(row, part, tv, res, f"{len(cuts)} cuts, {total_flips} transitions")
+    return Step(row, part, tv, res, f"{len(cuts)} cuts, {total_flips} transitions", tuple(implied.tolist()),
+                tuple(int(c) for c in cuts))  # fmt: skip
 
 
 def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC, rows: int = 3,
@@ -159,7 +163,7 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
 
     t0 = time.perf_counter()
     t = realistic_tables(V, 1, max(rows, 2) + 2, seed=seed, dtype=spec.dtype)
-    steps, calls = [], 0
+    steps, calls, swept = [], 0, []
     eps = 2.0**-53 if spec.dtype == "float64" else 2.0**-24  # the residual's rounding, in the type it is computed in
     for b in range(1, rows + 1):
         p, q = t.target[b], t.draft[b]  # (2, V), (1, V)
@@ -172,7 +176,8 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         a, flips = measure(lambda u, pr=prober: pr.run(u, np.full(len(u), 0.5))[0])
         exact = min(1.0, p[0, x] / q[0, x])
         steps.append(Step(b, "accept", abs(a - exact), flips * 2.0**-BISECT + 1e-15,
-                          f"x = {x}: {a:.12f} vs p/q {exact:.12f}"))  # fmt: skip
+                          f"x = {x}: {a:.12f} vs p/q {exact:.12f}", (a,)))  # fmt: skip
+        swept.append((b, p, q, x))
         grid = (np.arange(GRID_POINTS) + 0.5) / GRID_POINTS
         acc = prober.run(grid, np.full(GRID_POINTS, 0.5))[0]
         if (~acc).any():
@@ -181,4 +186,4 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         if acc.any():
             steps.append(_draw_step(prober, float(grid[np.argmax(acc)]), p[1] / p[1].sum(), "bonus", b, V, eps))
         calls += prober.calls
-    return Sweep(steps, V, spec, time.perf_counter() - t0, calls)
+    return Sweep(steps, V, spec, time.perf_counter() - t0, calls, tuple(swept))
