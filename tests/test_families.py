@@ -173,3 +173,15 @@ def test_prove_shipped_prints_the_family_and_names_misaligned_rows_by_their_prob
     assert "nearest family: mixture with q, w = 0.50 (wrong at: accepted drafts)" in r.lines()
     m = prove_shipped(uv.engine_misaligned_q, V=2000, K=3, spec=spec, tv=0.05)
     assert m.verdict == "FAIL" and "batch_invariance" in m.reason and "misaligned rows" in m.reason
+
+
+def test_the_json_record_carries_the_fit():
+    import json
+
+    from specviz.proof.report import case_record
+
+    suite = run_suite(plan(["reference"], []), uv.engine_residual_unnormalized, verifier_name="rn", n=N, seed=0)
+    rec = json.loads(json.dumps(case_record(suite.results[0]), allow_nan=False))["explanation"]["families"]
+    assert rec["fitted"] and rec["margin"] == F.MARGIN and rec["noise_tv"] > 0
+    best = rec["fits"][0]
+    assert best["family"] == "residual normalization" and best["member"].startswith("residual normalization, k = ")

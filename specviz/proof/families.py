@@ -455,7 +455,7 @@ def diagnose_sweep(sweep: Any) -> SweepDiagnosis:
         scores = [sweep_distance(sweep, name, float(v)) for v in grid]
         i = int(np.argmin(scores))
         lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, len(grid) - 1)])
-        v, tv = _golden(lambda t, n=name: sweep_distance(sweep, n, t), lo, hi, 24)
+        v, tv = _golden(functools.partial(sweep_distance, sweep, name), lo, hi, 24)
         if tv > scores[i]:
             v, tv = float(grid[i]), scores[i]
         fits.append(Fit(name, FAMILIES[name].step, round(v, 4), tv, "exact, at the steps swept"))
