@@ -185,3 +185,13 @@ def test_the_json_record_carries_the_fit():
     assert rec["fitted"] and rec["margin"] == F.MARGIN and rec["noise_tv"] > 0
     best = rec["fits"][0]
     assert best["family"] == "residual normalization" and best["member"].startswith("residual normalization, k = ")
+
+
+def test_the_explanation_says_at_which_positions_the_law_breaks():
+    """A shared coin keeps the first token's law (each coin alone is uniform) and breaks the later ones."""
+    suite = run_suite(plan(["reference"], []), uv.shared_coin, verifier_name="shared_coin", n=N, seed=0)
+    ex = suite.results[0].explanation
+    assert ex.by_position.startswith("token law by position (each marginal alone): 1 pass, 2 FAIL (TV ")
+    assert "3 FAIL" in ex.by_position and ex.by_position in ex.lines()
+    ok = run_suite(plan(["reference"], []), uv.own_correct, verifier_name="own_correct", n=N, seed=0)
+    assert ok.results[0].verdict == "pass" and ok.results[0].explanation is None  # the control explains nothing

@@ -77,6 +77,7 @@ class Explanation(NamedTuple):
     nearest_note: str  # where the bugs' laws came from, or why there are none
     families: Diagnosis | None = None  # the families of known mistakes fitted to it (specviz.proof.families)
     families_note: str = ""  # why there is no fit here (e.g. fitted on another failing case)
+    by_position: str = ""  # where the law breaks: each position's marginal test, in words
 
     def lines(self) -> list[str]:
         out = [f"scenario {self.scenario}: judges {self.covers}"]
@@ -86,6 +87,8 @@ class Explanation(NamedTuple):
                 contrib = "impossible under the target" if math.isinf(c.contribution) else f"+{c.contribution:.1f}"
                 out.append(f'  "{c.tokens}": {c.observed:,} vs {c.expected:,.1f}  ({contrib})')
         out.append(f"TV(observed, target) = {self.tv_to_target:.4f}")
+        if self.by_position:
+            out.append(self.by_position)
         # A catalogue entry is offered as the explanation only when it fits (nearer than MARGIN times the
         # target's distance); otherwise it is named as not fitting, never as the nearest explanation.
         fitting = [b for b in self.nearest if b.tv < MARGIN * self.tv_to_target]
@@ -214,7 +217,20 @@ def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str 
     obs = np.asarray(res.observed, dtype=np.float64)
     tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
     return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note, families,
-                       families_note)  # fmt: skip
+                       families_note, by_position(res))  # fmt: skip
+
+
+def by_position(res: CaseResult) -> str:
+    """Each position's marginal token law in words: "1 pass, 2 FAIL (TV 0.031), 3 inconclusive"."""
+    if not res.positions:
+        return ""
+    words = []
+    for t, c in enumerate(res.positions, start=1):
+        if not c.passed and c.conclusive:
+            words.append(f"{t} FAIL (TV {c.tv:.3f})")
+        else:
+            words.append(f"{t} {'pass' if c.conclusive else 'inconclusive'}")
+    return "token law by position (each marginal alone): " + ", ".join(words)
 
 
 def diagnose_case(res: CaseResult, *, seed: int = 0) -> Diagnosis | None:
@@ -298,6 +314,7 @@ def case_record(r: CaseResult) -> dict[str, Any]:
                          for f in ex.families.fits],
                 "refused": ex.families.refused},
             "families_note": ex.families_note,
+            "by_position": ex.by_position,
         },
         "seconds": round(r.seconds, 3),
         "error": r.error,
