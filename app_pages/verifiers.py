@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, position, presenter, results, tree_shapes
+from specviz.app import certify, figures, limits, links, position, presenter, results, tree_shapes
 from specviz.proof import block_trace, court, prove, registry, stats
 from specviz.verifiers import tree
 
@@ -75,6 +75,13 @@ def measure_all(
 @st.cache_data(show_spinner="Verifying trees…", max_entries=64, ttl=3600)
 def measure_tree(p: tuple[float, ...], q: tuple[float, ...], k: int, depth: int, seed: int, iid: bool) -> tree.Measured:
     return tree.measure_kary(p, q, k, depth, TREE_ROWS, seed, iid=iid)
+
+
+@st.cache_data(show_spinner="Pairing the engine with the reference…", max_entries=32, ttl=3600)
+def certify_engine(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, seed: int,
+                   engine: str) -> certify.Certificate:  # fmt: skip
+    name, verifier = certify.ENGINE  # engine: its name, so the cache is keyed by the verifier too
+    return certify.certify(verifier, name, get_problem(source, p, q, K), seed=seed)
 
 
 def chart(rows: list[dict]) -> go.Figure:
@@ -199,6 +206,24 @@ if rows is not None:
         "target's argmax, as Medusa's medusa_generate does), lenient acceptance (keep with probability "
         "min(1, p / (0.75 q))) and a ratio threshold (keep iff p / q >= 1/2, no coin)."
     )
+    # The certified bound: the paired test of the engine against the reference on this problem (specviz.app.certify).
+    cert_for = (source, p, q, int(K), int(seed), certify.ENGINE[0])
+    if st.button("Certify the chain engine against the reference", key=S + "certify"):
+        st.session_state[S + "certified_for"] = cert_for
+    if st.session_state.get(S + "certified_for") == cert_for:
+        cert = certify_engine(*cert_for)
+        if cert.certified:
+            st.success("  \n".join(cert.lines()), icon=":material/verified:")
+        else:
+            st.error("  \n".join(cert.lines()), icon=":material/error:")
+        st.caption(certify.covers(get_problem(source, p, q, int(K)), SOURCE_LABELS[source])
+                   + f" The seed above draws the rows; {cert.seconds:.2f} s of CPU.")  # fmt: skip
+    else:
+        st.caption(
+            f"The button runs the chain engine (specviz.verify) and the plain reference "
+            f"(specviz.verifiers.reference) on {certify.ROWS:,} rows drawn from this problem with the same uniforms: "
+            "no row differing certifies a bound on their distance."
+        )
 
 st.divider()
 st.subheader("Multi-draft trees: the full k-ary tree")
