@@ -119,7 +119,7 @@ def prove_shipped(
     failed = [p.name for p in probes if p.failed]
     swept = None
     if paired.error is None and paired.mismatches:
-        swept = sweep(verifier, V=V, spec=spec, rows=sweep_rows, seed=seed)
+        swept = sweep(verifier, V=V, spec=spec, rows=sweep_rows, seed=seed, progress=progress)
     if paired.error is not None:
         verdict, reason = "FAIL", f"the verifier raised on realistic rows: {paired.error}"
     elif swept is not None and not swept.passed:
@@ -201,19 +201,64 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
             if not args.quiet:
                 print(msg, file=sys.stderr)
 
-        report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
-                               reproducers=args.reproducers, flat=flat, threads=args.threads,
-                               blackbox_rows=args.n, progress=progress)  # fmt: skip
+        import contextlib
+
+        # --json: nothing but the JSON on stdout (a verifier's own prints go to stderr with the progress)
+        with contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext():
+            report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
+                                   reproducers=args.reproducers, flat=flat, threads=args.threads,
+                                   blackbox_rows=args.n, progress=progress)  # fmt: skip
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    status = 0 if report.verdict.startswith("PASS") else 3 if report.verdict == "INCONCLUSIVE" else 1
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps(record(report), indent=2, allow_nan=False, default=plain_json))
+        return status
     for line in report.lines():
         print("\n".join(textwrap.wrap(line, 99, subsequent_indent="  ")) if len(line) > 99 else line)
     if report.paired is not None and report.paired.reproducers:
         print("replay one:")
         print(f"  python -m specviz prove --verifier {args.verifier or 'specviz:verify'} --replay "
               f"{report.paired.reproducers[0]}")  # fmt: skip
-    return 0 if report.verdict.startswith("PASS") else 3 if report.verdict == "INCONCLUSIVE" else 1
+    return status
+
+
+def plain_json(x: Any) -> Any:
+    """NumPy scalars as Python's (a probe's or step's fields may be NumPy's)."""
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"{type(x).__name__} in the JSON record")
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if x == x and abs(x) != float("inf") else None
+
+
+def record(report: Shipped) -> dict[str, Any]:
+    """``prove --vocab --json``: the report as strict JSON (what :meth:`Shipped.lines` prints, as fields)."""
+    out: dict[str, Any] = {"verdict": report.verdict, "reason": report.reason, "threads": report.threads,
+                           "probes": probe_records(report.probes), "paired": None, "sweep": None}  # fmt: skip
+    pt = report.paired
+    if pt is not None:
+        out["paired"] = {"oracle": pt.oracle, "V": int(pt.V), "K": int(pt.K), "call": pt.spec.describe(),
+                         "rows": int(pt.rows), "drafts": int(pt.drafts), "mismatches": int(pt.mismatches),
+                         "bound": _finite(pt.bound), "reference_tv": float(pt.reference_tv),
+                         "tv_bound": _finite(pt.tv_bound),
+                         "seconds": pt.seconds, "reproducers": list(pt.reproducers), "error": pt.error}  # fmt: skip
+    sw = report.sweep
+    if sw is not None:
+        out["sweep"] = {"passed": bool(sw.passed), "seconds": sw.seconds, "calls": int(sw.calls),
+                        "steps": [{"row": int(s.row), "part": s.part, "tv": _finite(s.tv),
+                                   "resolution": float(s.resolution), "passed": bool(s.passed), "detail": s.detail}
+                                  for s in sw.steps]}  # fmt: skip
+    if report.diagnosis is not None:
+        out["diagnosis"] = report.diagnosis.lines()
+    if report.blackbox is not None:
+        out["blackbox"] = report.blackbox.lines()
+    return out
 
 
 def plain_probes(verifier: Callable[..., Any]) -> list[Probe]:

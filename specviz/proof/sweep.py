@@ -28,6 +28,7 @@ for a draw, twice the rounding of p - q in the type it is computed in (2^-24 bel
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from .ship import CallSpec, Handover, Round, Tables, outcome, realistic_tables
 
+PROGRESS_EVERY = 5.0  # seconds between progress lines (the paired test's interval)
 GRID_POINTS = 64  # G: the first look at each indicator
 BISECT = 48  # halvings per transition: the boundary to 2^-48
 CUTS = 32  # C: cuts of the token ids at equal steps of the exact CDF
@@ -130,7 +132,25 @@ def _exact_residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return r / s if s > 0 else p / p.sum()
 
 
-def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: int, V: int, eps: float) -> Step:
+class _Progress:
+    """A line now and then with the steps done and the time left, estimated from the pace so far."""
+
+    def __init__(self, note: Callable[[str], None] | None, total: int, every: float) -> None:
+        self.note, self.total, self.every = note, total, every
+        self.t0 = self.last = time.perf_counter()
+
+    def tick(self, done: float) -> None:
+        now = time.perf_counter()
+        if self.note is None or done <= 0 or now - self.last < self.every:
+            return
+        self.last = now
+        left = (now - self.t0) / done * max(self.total - done, 0.0)
+        self.note(f"sweep over the uniforms: {done:.1f} of at most {self.total} steps, "
+                  f"about {left:.0f} s left at most")  # fmt: skip
+
+
+def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: int, V: int, eps: float,
+               tick: Callable[[float], None] = lambda f: None) -> Step:  # fmt: skip
     cdf = np.cumsum(law)
     cuts = np.searchsorted(cdf, np.arange(1, CUTS + 1) / (CUTS + 1) * cdf[-1])
     cuts = np.unique(np.concatenate([cuts, cuts - 1]).clip(0, V - 2))  # each cut token a block of its own
@@ -142,6 +162,7 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
         m, f = measure(lambda s, c=c: prober.run(np.full(len(s), coin), s)[1] <= c, extra=extra)
         masses.append(m)
         total_flips += f
+        tick(len(masses) / len(cuts))
     implied = np.diff(np.concatenate([[0.0], masses, [1.0]]))  # (C + 1,) block masses
     exact = np.diff(np.concatenate([[0.0], cdf[cuts] / cdf[-1], [1.0]]))
     tv = 0.5 * float(np.abs(implied - exact).sum())
@@ -151,17 +172,17 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
 
 
 def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC, rows: int = 3,
-          seed: int = 0) -> Sweep:
+          seed: int = 0, progress: Callable[[str], None] | None = None, every: float | None = None) -> Sweep:
     """The implied law of ``verifier`` at ``rows`` realistic steps, each against the exact law.
 
     ``verifier`` takes :func:`specviz.verify`'s arguments (the padded layout; ``spec.layout``
     = flat calls it with :func:`specviz.verify_flat`'s) and ``uniforms=``. Per row: the accept
     measure of the drafted token, the replacement law after a rejection, the bonus law after an
-    acceptance. Returns :class:`Sweep`.
+    acceptance. ``progress`` gets a line with the steps done and the time left every ``every``
+    seconds (default :data:`PROGRESS_EVERY`). Returns :class:`Sweep`.
     """
-    import time
-
     t0 = time.perf_counter()
+    bar = _Progress(progress, 3 * rows, PROGRESS_EVERY if every is None else every)
     t = realistic_tables(V, 1, max(rows, 2) + 2, seed=seed, dtype=spec.dtype)
     steps, calls, swept = [], 0, []
     eps = 2.0**-53 if spec.dtype == "float64" else 2.0**-24  # the residual's rounding, in the type it is computed in
@@ -170,6 +191,7 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         both = np.flatnonzero((q[0] > 0) & (p[0] > 0))
         if not both.size:
             continue
+        base = 3.0 * (b - 1)  # steps before this row's: accept, replacement, bonus per row
         ratio = p[0, both] / q[0, both]
         x = int(both[np.argmin(np.abs(ratio - 0.5))])  # a draft accepted about half the time
         prober = _Prober(verifier, spec, p, q, x)
@@ -177,13 +199,15 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         exact = min(1.0, p[0, x] / q[0, x])
         steps.append(Step(b, "accept", abs(a - exact), flips * 2.0**-BISECT + 1e-15,
                           f"x = {x}: {a:.12f} vs p/q {exact:.12f}", (a,)))  # fmt: skip
+        bar.tick(base + 1)
         swept.append((b, p, q, x))
         grid = (np.arange(GRID_POINTS) + 0.5) / GRID_POINTS
         acc = prober.run(grid, np.full(GRID_POINTS, 0.5))[0]
         if (~acc).any():
             steps.append(_draw_step(prober, float(grid[np.argmax(~acc)]), _exact_residual(p[0], q[0]),
-                                    "replacement", b, V, eps))  # fmt: skip
+                                    "replacement", b, V, eps, lambda f, d=base + 1: bar.tick(d + f)))  # fmt: skip
         if acc.any():
-            steps.append(_draw_step(prober, float(grid[np.argmax(acc)]), p[1] / p[1].sum(), "bonus", b, V, eps))
+            steps.append(_draw_step(prober, float(grid[np.argmax(acc)]), p[1] / p[1].sum(), "bonus", b, V, eps,
+                                    lambda f, d=base + 2: bar.tick(d + f)))  # fmt: skip
         calls += prober.calls
     return Sweep(steps, V, spec, time.perf_counter() - t0, calls, tuple(swept))
