@@ -1,12 +1,14 @@
 """The two step-by-step lessons in a real browser, at 1280x720 in presenter mode, as a class sees them.
 
 Play really ticks (a fragment with run_every), the primary buttons are in view without scrolling,
-and the screenshots README and docs show are taken here: docs/one-round.png, docs/find-the-bug.png.
+and the screenshots docs/ shows are taken here: docs/one-round.png, docs/find-the-bug.png (with
+SPECVIZ_DOCS_SCREENSHOTS=1; otherwise in artifacts/screenshots/lessons/).
 Skips, saying why, where Chromium or Playwright is missing.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import browser
@@ -16,7 +18,10 @@ from specviz.app import find_bug as fb
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))]
 
-DOCS = browser.ROOT / "docs"
+# Screenshots land in artifacts/; with SPECVIZ_DOCS_SCREENSHOTS=1 they also replace the ones docs/ shows
+# (a plain test run leaves the working tree as it was).
+SHOTS = browser.ROOT / "artifacts" / "screenshots" / "lessons"
+DOCS = browser.ROOT / "docs" if os.environ.get("SPECVIZ_DOCS_SCREENSHOTS") == "1" else SHOTS
 WIDTH, HEIGHT = 1280, 720  # a classroom projector
 LOADED = "tokens emitted"  # a counter the fragment draws: the page is there once it shows
 
@@ -64,6 +69,7 @@ def test_one_round_steps_plays_and_is_photographed(page, app_url):
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
     page.wait_for_timeout(1500)
     assert browser.exceptions(page) == []
+    DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "one-round.png"))
     assert (DOCS / "one-round.png").stat().st_size > 10_000
 
@@ -75,6 +81,7 @@ def test_find_the_bug_reveals_and_is_photographed(page, app_url):
     page.wait_for_timeout(1500)
     assert browser.exceptions(page) == [] and browser.dialogs(page) == []
     assert browser.outside_viewport(page, ".st-key-findbug-reveal button") == []
+    DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "find-the-bug.png"))
     assert (DOCS / "find-the-bug.png").stat().st_size > 10_000
     browser.click_button(page, "Reveal")
