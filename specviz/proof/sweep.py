@@ -28,6 +28,7 @@ for a draw, twice the rounding of p - q in the type it is computed in (2^-24 bel
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -139,6 +140,10 @@ class _Progress:
         self.note, self.total, self.every = note, total, every
         self.t0 = self.last = time.perf_counter()
 
+    def within(self, start: float, fraction: float) -> None:
+        """A step that began after ``start`` steps is ``fraction`` done."""
+        self.tick(start + fraction)
+
     def tick(self, done: float) -> None:
         now = time.perf_counter()
         if self.note is None or done <= 0 or now - self.last < self.every:
@@ -205,9 +210,9 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         acc = prober.run(grid, np.full(GRID_POINTS, 0.5))[0]
         if (~acc).any():
             steps.append(_draw_step(prober, float(grid[np.argmax(~acc)]), _exact_residual(p[0], q[0]),
-                                    "replacement", b, V, eps, lambda f, d=base + 1: bar.tick(d + f)))  # fmt: skip
+                                    "replacement", b, V, eps, functools.partial(bar.within, base + 1)))  # fmt: skip
         if acc.any():
             steps.append(_draw_step(prober, float(grid[np.argmax(acc)]), p[1] / p[1].sum(), "bonus", b, V, eps,
-                                    lambda f, d=base + 2: bar.tick(d + f)))  # fmt: skip
+                                    functools.partial(bar.within, base + 2)))  # fmt: skip
         calls += prober.calls
     return Sweep(steps, V, spec, time.perf_counter() - t0, calls, tuple(swept))
