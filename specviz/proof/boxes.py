@@ -22,6 +22,7 @@ from ..verifiers.verify import Uniforms
 from .simulate import Round, _check_result
 
 LINE_POINTS = 64  # evenly spaced points of each line search, besides the listed breakpoints
+BISECT_LEVELS = 3  # bisection steps of a line search per verifier call (7 probes per line): the same cuts
 SNAP_ULPS = 256  # a change next to a search point is first looked for this many floats around it (draws: ~120)
 MAX_DEPTH = 64  # cuts along one path before a box counts as unresolved
 MIN_WIDTH = 2.0**-44  # narrower than this along its cut uniform: rounding scale, unresolved
@@ -62,6 +63,29 @@ def breakpoints(target_probs: np.ndarray, draft_probs: np.ndarray | None, draft_
     return np.unique(allp)
 
 
+_BPS_CACHE: dict[bytes, np.ndarray] = {}  # the rows' breakpoints by their inputs: every rule judged on a problem
+BPS_CACHE_SIZE = 16  # meets the same rows, and listing their breakpoints cost a tenth of a second at V = 4, K = 3
+
+
+def _row_breakpoints(target_probs: np.ndarray, draft_probs: np.ndarray | None, draft_tokens: np.ndarray) -> np.ndarray:
+    """(A, Bmax) every row's :func:`breakpoints`, NaN padded; computed once per distinct set of rows."""
+    parts = [target_probs, draft_tokens] + ([] if draft_probs is None else [draft_probs])
+    key = b"|".join(str((x.dtype, x.shape)).encode() + np.ascontiguousarray(x).tobytes() for x in parts)
+    key += b"|none" if draft_probs is None else b""
+    if key in _BPS_CACHE:
+        return _BPS_CACHE[key].copy()
+    A = draft_tokens.shape[0]
+    D = draft_probs
+    bps = [breakpoints(target_probs[a], None if D is None else D[a], draft_tokens[a]) for a in range(A)]
+    out = np.full((A, max([b.size for b in bps] + [1])), np.nan)  # (A, Bmax), NaN padded
+    for a, b in enumerate(bps):
+        out[a, : b.size] = b
+    if len(_BPS_CACHE) >= BPS_CACHE_SIZE:
+        _BPS_CACHE.pop(next(iter(_BPS_CACHE)))  # the oldest first
+    _BPS_CACHE[key] = out
+    return out.copy()
+
+
 class _Stats:
     def __init__(self, max_evals: int, audit: int) -> None:
         self.max_evals, self.audit = max_evals, audit
@@ -76,21 +100,12 @@ class _Evaluator:
         self.verifier, self.rnd, self.K, self.V, self.R, self.stats = verifier, rnd, K, V, R, stats
         if (V + 1) ** R * (K + 2) >= 2**62:
             raise InputError("L", "a window whose outputs fit one int64 key (smaller V or L)", f"V = {V}, {R} tokens")
-        A = rnd.num_draft.shape[0]
-        D = None if rnd.draft_probs is None else rnd.draft_probs
-        bps = [breakpoints(rnd.target_probs[a], None if D is None else D[a], rnd.draft_tokens[a]) for a in range(A)]
-        self.bps = np.full((A, max([b.size for b in bps] + [1])), np.nan)  # (A, Bmax), NaN padded
-        for a, b in enumerate(bps):
-            self.bps[a, : b.size] = b
+        self.bps = _row_breakpoints(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens)
 
     def run(self, row: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tokens (n, K+1) and num_tokens (n,) at uniforms u (n, D) for rows ``row`` (n,)."""
         st, K = self.stats, self.K
-        if st.evals + row.size > st.max_evals:
-            A = self.rnd.num_draft.shape[0]
-            raise InputError("verifier", f"boxes resolved within max_evals = {st.max_evals:,} verifier rows",
-                             f"more for {A:,} draft sequences: too many (smaller V or K) or outputs that change on "
-                             "pieces too fine to resolve (a decision on several uniforms at once?)")  # fmt: skip
+        self.charge(row.size)
         toks, num = np.empty((row.size, K + 1), np.int64), np.empty(row.size, np.int64)
         for s in range(0, row.size, CHUNK):
             r, uu = row[s : s + CHUNK], u[s : s + CHUNK]
@@ -100,8 +115,17 @@ class _Evaluator:
                                 uniforms=Uniforms(accept=uu[:, :K].copy(), sample=uu[:, K].copy()))  # fmt: skip
             toks[s : s + CHUNK], num[s : s + CHUNK] = _check_result(res, r.size, K, self.V)
             st.calls += 1
-        st.evals += row.size
         return toks, num
+
+    def charge(self, rows: int) -> None:
+        """Count ``rows`` verifier rows against max_evals, refusing (before any is run) past it."""
+        st = self.stats
+        if st.evals + rows > st.max_evals:
+            A = self.rnd.num_draft.shape[0]
+            raise InputError("verifier", f"boxes resolved within max_evals = {st.max_evals:,} verifier rows",
+                             f"more for {A:,} draft sequences: too many (smaller V or K) or outputs that change on "
+                             "pieces too fine to resolve (a decision on several uniforms at once?)")  # fmt: skip
+        st.evals += rows
 
     def key(self, toks: np.ndarray, num: np.ndarray) -> np.ndarray:
         """(n,) int64: the number emitted and the first R tokens, equal iff both are."""
@@ -378,11 +402,49 @@ def _line_search(
         sel = np.flatnonzero(hi_b - lo_b > 1)
         if not sel.size:
             break
-        mid = lo_b[sel] + (hi_b[sel] - lo_b[sel]) // 2
-        same = probe(mid, sel)
-        lo_b[sel] = np.where(same, mid, lo_b[sel])
-        hi_b[sel] = np.where(same, hi_b[sel], mid)
+        _bisect_levels(ev, probe, sel, lo_b, hi_b)
     return ci, hi_b.view(np.float64)
+
+
+def _bisect_levels(
+    ev: _Evaluator, probe: Callable[[np.ndarray, np.ndarray], np.ndarray], sel: np.ndarray, lo_b: np.ndarray,
+    hi_b: np.ndarray
+) -> None:  # fmt: skip
+    """BISECT_LEVELS steps of the bisection of lines ``sel`` (float bits lo_b < hi_b, updated in place) in one call.
+
+    The same steps as one probe per step, bit for bit: every midpoint the next levels could visit (the nodes of
+    their binary tree, by the same integer arithmetic) is probed at once, then the tree is walked by the answers;
+    a line stops where one step per call would have (adjacent floats). The budget is charged with the rows one
+    step per call would have evaluated, level by level, so max_evals refuses exactly where it did.
+    """
+    n = sel.size
+    l_, h_, mids, wide = lo_b[sel][None, :], hi_b[sel][None, :], [], []
+    for _ in range(BISECT_LEVELS):  # node j's children: 2j (its mid differs: below it) and 2j + 1 (the same)
+        mid = l_ + (h_ - l_) // 2
+        mids.append(mid)
+        wide.append(h_ - l_ > 1)
+        l_, h_ = np.stack([l_, mid], axis=1).reshape(-1, n), np.stack([mid, h_], axis=1).reshape(-1, n)
+    flat, need = np.concatenate(mids), np.concatenate(wide)  # (2^levels - 1, n)
+    li, gi = np.nonzero(need.T)  # only nodes wider than one float can be visited: probe those
+    same = np.zeros(flat.shape, bool)
+    st = ev.stats
+    evals = st.evals
+    st.evals = -(1 << 62)  # the speculative probes are not charged: the walk below charges the steps taken
+    try:
+        same[gi, li] = probe(flat[gi, li], sel[li])
+    finally:
+        st.evals = evals
+    lo, hi = lo_b[sel], hi_b[sel]
+    cur, first, cols = np.zeros(n, np.int64), 0, np.arange(n)
+    for level in range(BISECT_LEVELS):
+        act = hi - lo > 1
+        if not act.any():
+            break
+        ev.charge(int(act.sum()))
+        mid, yes = flat[first + cur, cols], same[first + cur, cols]
+        lo, hi = np.where(act & yes, mid, lo), np.where(act & ~yes, mid, hi)
+        cur, first = 2 * cur + yes, first + 2**level
+    lo_b[sel], hi_b[sel] = lo, hi
 
 
 def _split(

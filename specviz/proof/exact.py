@@ -98,7 +98,7 @@ class ExactLaw(NamedTuple):
     unresolved: float  # mass given a probed output without resolving its box; TV(law, truth) <= this
     expected_tokens: np.ndarray  # (V+1, K+1) E[tokens per verification | context c (0: start), j drafts]; NaN: unmet
     boxes: int  # boxes probed
-    evaluations: int  # verifier rows evaluated
+    evaluations: int  # verifier rows the search needed (max_evals' count; a bisection's speculative probes aside)
     calls: int  # verifier calls
     audited: int  # random points per context, drawn from the round's law, that all matched their box
 
