@@ -101,11 +101,16 @@ class _Evaluator:
         if (V + 1) ** R * (K + 2) >= 2**62:
             raise InputError("L", "a window whose outputs fit one int64 key (smaller V or L)", f"V = {V}, {R} tokens")
         self.bps = _row_breakpoints(rnd.target_probs, rnd.draft_probs, rnd.draft_tokens)
+        self.mult: np.ndarray | None = None  # (A,) rows each row stands for (see _shared); None: one each
+
+    def rows(self, row: np.ndarray) -> int:
+        """The verifier rows that evaluating ``row`` stands for (the budget's count)."""
+        return int(row.size if self.mult is None else self.mult[row].sum())
 
     def run(self, row: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tokens (n, K+1) and num_tokens (n,) at uniforms u (n, D) for rows ``row`` (n,)."""
         st, K = self.stats, self.K
-        self.charge(row.size)
+        self.charge(self.rows(row))
         toks, num = np.empty((row.size, K + 1), np.int64), np.empty(row.size, np.int64)
         for s in range(0, row.size, CHUNK):
             r, uu = row[s : s + CHUNK], u[s : s + CHUNK]
@@ -247,11 +252,13 @@ def _enumerate(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) ->
 
     weight (A,) probability of each row within its group (context), group (A,) its context.
     """
+    shared = _shared(ev, weight, group, D)
+    if shared is not None:
+        return shared
     A = weight.size
     tree = _Tree(A)
     boxes = _resolve(ev, tree, np.zeros((A, D)), np.ones((A, D)), np.arange(A), np.zeros(A, np.int64), np.arange(A))
     rng = np.random.default_rng(AUDIT_SEED)
-    groups = [np.flatnonzero(group == g) for g in np.unique(group)]
     if not ev.stats.audit:
         ev.stats.audited = 0
         return boxes
@@ -259,8 +266,7 @@ def _enumerate(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) ->
         # Rows drawn by their probability and uniforms at random: the round's own law, so a missed
         # piece is met as often as its mass says. After a miss, the next audit is twice as large.
         size = ev.stats.audit * 2**r
-        zr = np.concatenate([rng.choice(g, size=size, p=weight[g] / weight[g].sum()) for g in groups])
-        z = rng.random((zr.size, D))
+        zr, z = _audit_draws(rng, weight, group, size, D)
         kz = ev.keys(zr, z)
         box_of = np.full(tree.n, -1, np.int64)
         box_of[boxes.node] = np.arange(boxes.node.size)
@@ -300,17 +306,81 @@ def _path_change(ev: _Evaluator, old: _Boxes, z: np.ndarray, kz: np.ndarray) -> 
     return d, path[np.arange(n), d]
 
 
+def _audit_draws(rng: np.random.Generator, weight: np.ndarray, group: np.ndarray, size: int, D: int
+                 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One audit's points: rows drawn by their probability within each group, uniforms at random."""
+    groups = [np.flatnonzero(group == g) for g in np.unique(group)]
+    zr = np.concatenate([rng.choice(g, size=size, p=weight[g] / weight[g].sum()) for g in groups])
+    return zr, rng.random((zr.size, D))
+
+
+def _shared(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) -> _Boxes | None:
+    """:func:`_enumerate`'s boxes, the same to the bit, resolving each distinct row once; None: no row repeats, or
+    the audit found a miss (then the caller runs the plain search, with the work counted as if this never ran).
+
+    Rows with the same inputs (a context-free problem's rows after every context) get the same cuts: the box search
+    of a row reads only that row's verifier outputs and breakpoints. So each distinct row is searched once, charging
+    the budget for every row it stands for, and its boxes are copied to its twins in the plain search's order
+    (round of probes, then row, then the order along the row's cuts). The first audit is the plain search's own
+    (the same random points, each judged in its row's box); a clean one ends it as it ends the plain search.
+    """
+    rnd, A = ev.rnd, weight.size
+    parts = [rnd.target_probs, rnd.draft_tokens, rnd.num_draft] + ([] if rnd.draft_probs is None else [rnd.draft_probs])
+    flat = np.concatenate([np.ascontiguousarray(x, np.float64).reshape(A, -1) for x in parts], axis=1)
+    _, rep, inv, mult = np.unique(flat.view(np.int64), axis=0, return_index=True, return_inverse=True,
+                                  return_counts=True)  # fmt: skip  (bit patterns: -0.0 and 0.0 stay apart)
+    inv = inv.ravel()
+    if rep.size == A:
+        return None
+    st = ev.stats
+    saved = (st.evals, st.calls, st.boxes, st.audited)
+    sub = _Evaluator.__new__(_Evaluator)  # the distinct rows only, sharing the budget
+    sub.__dict__.update(ev.__dict__)
+    sub.rnd = type(rnd)(*(None if x is None else x[rep] for x in rnd))
+    sub.bps, sub.mult = ev.bps[rep], mult
+    tree, parts_out = _Tree(rep.size), []
+    _resolve(sub, tree, np.zeros((rep.size, D)), np.ones((rep.size, D)), np.arange(rep.size),
+             np.zeros(rep.size, np.int64), np.arange(rep.size), parts_out)  # fmt: skip
+    members = np.argsort(inv, kind="stable")  # original rows, grouped by the distinct row they repeat
+    start = np.cumsum(mult) - mult
+    out = []
+    for b in parts_out:  # each round of probes: its boxes copied to every twin, sorted by row as the plain search
+        n = mult[b.row]
+        i = np.repeat(np.arange(b.row.size), n)
+        a = members[np.repeat(start[b.row], n) + np.arange(i.size) - np.repeat(np.cumsum(n) - n, n)]
+        order = np.lexsort((i, a))
+        out.append(_Boxes(a[order], b.lo[i[order]], b.hi[i[order]], b.key[i[order]], b.stuck[i[order]],
+                          b.node[i[order]]))  # fmt: skip
+    boxes = _Boxes.join(out)
+    if not st.audit:
+        st.audited = 0
+        return boxes
+    zr, z = _audit_draws(np.random.default_rng(AUDIT_SEED), weight, group, st.audit, D)
+    kz = ev.keys(zr, z)
+    distinct = _Boxes.join(parts_out)
+    box_of = np.full(tree.n, -1, np.int64)
+    box_of[distinct.node] = np.arange(distinct.node.size)
+    box = box_of[tree.locate(inv[zr], z)]
+    if ((kz != distinct.key[box]) & ~distinct.stuck[box]).any():
+        st.evals, st.calls, st.boxes, st.audited = saved
+        return None
+    st.audited = st.audit if st.audited < 0 else min(st.audited, st.audit)
+    return boxes
+
+
 def _resolve(
-    ev: _Evaluator, tree: _Tree, lo: np.ndarray, hi: np.ndarray, row: np.ndarray, depth: np.ndarray, node: np.ndarray
+    ev: _Evaluator, tree: _Tree, lo: np.ndarray, hi: np.ndarray, row: np.ndarray, depth: np.ndarray, node: np.ndarray,
+    parts: list[_Boxes] | None = None,
 ) -> _Boxes:
-    """Probe and cut boxes lo, hi (n, D) of rows ``row`` until each is constant or unresolved."""
+    """Probe and cut boxes lo, hi (n, D) of rows ``row`` until each is constant or unresolved (``parts``: gets
+    each round of probes' accepted boxes)."""
     D = lo.shape[1]
     side, pa, pb, pd = _probe_layout(D)
     m = side.shape[0]
     out: list[_Boxes] = []
     while row.size:
         n = row.size
-        ev.stats.boxes += n
+        ev.stats.boxes += ev.rows(row)
         sides = _sides(lo, hi)  # (n, D, 3)
         pts = sides[:, np.arange(D)[None, :], side]  # (n, m, D)
         toks, num = ev.run(np.repeat(row, m), pts.reshape(n * m, D))
@@ -324,6 +394,8 @@ def _resolve(
         stuck = ~agree & ((depth >= MAX_DEPTH) | (w[np.arange(n), d] < MIN_WIDTH))
         done = np.flatnonzero(agree | stuck)
         out.append(_Boxes(row[done], lo[done], hi[done], key[done, 0], stuck[done], node[done]))
+        if parts is not None:
+            parts.append(out[-1])
         idx = np.flatnonzero(~(agree | stuck))
         if not idx.size:
             break
@@ -348,6 +420,8 @@ def _check_pure(ev: _Evaluator, row: np.ndarray, u: np.ndarray, toks: np.ndarray
     """Call the verifier again on the same rows and uniforms, in reverse order and without the first
     (so both the positions and the rest of the batch change): the same outputs, or refuse."""
     keep = np.arange(row.size)[::-1][: max(row.size - 1, 1)]  # (n-1,) reversed, the first left out
+    if ev.mult is not None and row.size > 1:
+        ev.charge(int(ev.mult[row[0]]) - 1)  # the rows the first stands for, less itself, are checked too
     t2, n2 = ev.run(row[keep], u[keep])
     toks, num = toks[keep], num[keep]
     emitted = np.arange(ev.K + 1)[None, :] < num[:, None]
@@ -402,13 +476,13 @@ def _line_search(
         sel = np.flatnonzero(hi_b - lo_b > 1)
         if not sel.size:
             break
-        _bisect_levels(ev, probe, sel, lo_b, hi_b)
+        _bisect_levels(ev, probe, sel, row[ci], lo_b, hi_b)
     return ci, hi_b.view(np.float64)
 
 
 def _bisect_levels(
-    ev: _Evaluator, probe: Callable[[np.ndarray, np.ndarray], np.ndarray], sel: np.ndarray, lo_b: np.ndarray,
-    hi_b: np.ndarray
+    ev: _Evaluator, probe: Callable[[np.ndarray, np.ndarray], np.ndarray], sel: np.ndarray, line_row: np.ndarray,
+    lo_b: np.ndarray, hi_b: np.ndarray
 ) -> None:  # fmt: skip
     """BISECT_LEVELS steps of the bisection of lines ``sel`` (float bits lo_b < hi_b, updated in place) in one call.
 
@@ -440,7 +514,7 @@ def _bisect_levels(
         act = hi - lo > 1
         if not act.any():
             break
-        ev.charge(int(act.sum()))
+        ev.charge(ev.rows(line_row[sel[act]]))
         mid, yes = flat[first + cur, cols], same[first + cur, cols]
         lo, hi = np.where(act & yes, mid, lo), np.where(act & ~yes, mid, hi)
         cur, first = 2 * cur + yes, first + 2**level

@@ -62,7 +62,10 @@ draft count, so each context is enumerated once however many prefixes end in it;
 compared on the tokens that can still enter the window (all L after the start, L - 1 later)
 plus the number emitted, so coins after the window never split a box, and neither do coins
 after a chain verifier's first rejection (its probes agree along them). Every round of probes
-over all boxes is one verifier call (chunked at ``CHUNK`` rows).
+over all boxes is one verifier call (chunked at ``CHUNK`` rows). Rows with the same inputs (a
+context-free problem's rows after every context) are searched once and their boxes copied, and a
+bisection probes several halvings per call; both give the plain search's boxes, in its order, to
+the bit, and charge ``max_evals`` as it does (tests/test_court_speed.py compares them).
 
 This module walks the rounds and adds up their laws; the box search of one round (the
 breakpoints, the probes, the line searches and the audit) is :mod:`specviz.proof.boxes`.
