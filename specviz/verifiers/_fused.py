@@ -225,7 +225,7 @@ def accept(
     rows = np.arange(B)
     prow, ppos = _row_origins(P, p_start, rows)
     has_q = Q is not None
-    if has_q:
+    if Q is not None:
         qrow, qpos = _row_origins(Q, q_start, rows)
         Qb = _base(Q)
     else:
@@ -269,7 +269,7 @@ def draw_small(
     prow, ppos = _row_origins(P, p_start, rows)
     has_q = Q is not None
     Pb = _base(P)
-    qrow, qpos, Qb = (*_row_origins(Q, q_start, rows), _base(Q)) if has_q else (prow, ppos, Pb)
+    qrow, qpos, Qb = (*_row_origins(Q, q_start, rows), _base(Q)) if Q is not None else (prow, ppos, Pb)
     out = np.empty(B, dtype=np.int64)
     ok = _call(
         "draw_small", Pb, prow, ppos, Qb, qrow, qpos, has_q, np.ascontiguousarray(xs, dtype=np.int64),

@@ -50,11 +50,10 @@ from typing import Any
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError, digits
 from . import _fused as numba_pass
 from . import _validate as check
-
-Array = Any
 
 GRID = 2.0**48  # weights are floor(w * GRID): exact integers held in floats
 MAX_TOTAL = 2.0**52  # = 16 * GRID: a row total below it keeps every partial sum exact in float64
@@ -152,7 +151,8 @@ def _draw_one_block(
     B = int(sp.shape[0])
     compiled = ops.name == "numpy" and not validate and B and (Q is None or int(Q.table.shape[0]))
     if compiled and numba_pass.usable(P.table, None if Q is None else Q.table):
-        tokens = numba_pass.draw_small(P.table, P.start, *((None, None) if Q is None else Q), xs, sp, residual, u, V)
+        q_table, q_start = (None, None) if Q is None else (Q.table, Q.start)
+        tokens = numba_pass.draw_small(P.table, P.start, q_table, q_start, xs, sp, residual, u, V)
         if tokens is not None:
             return tokens
     ar = ops.arange(B)

@@ -77,13 +77,13 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from . import _sample
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
 from .verify import PAD_TOKEN, Uniforms, Verification
 
-Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 Ops = NumpyOps | TorchOps
 
 # Weights are floored to multiples of 1 / QUANT, the chain's grid, and held as float64 integers:

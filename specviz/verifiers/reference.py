@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from . import _reference_inputs as _in
 from . import _validate as check
@@ -55,7 +56,6 @@ from .block import QUANT, prepare, quantize
 from .tree import TreeVerification, _prepare, _uniforms
 from .verify import PAD_TOKEN, Uniforms, Verification
 
-Array = Any
 GRID = 2.0**48  # the chain's grid: weights are floor(w * GRID), as specviz.verifiers._sample.GRID
 MAX_TOTAL = 2.0**52  # a row of weights must total less than this (16 * GRID): exact float64 sums
 _NP = NumpyOps()

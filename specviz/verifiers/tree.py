@@ -82,13 +82,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from . import _validate as check
 from ._xp import NumpyOps, TorchOps, ops_for
 from .block import QUANT, inverse_cdf, quantize
 from .verify import PAD_TOKEN, Uniforms, Verification
 
-Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 Ops = NumpyOps | TorchOps
 
 ROOT_PARENT = -1  # parents[b, 0]: the root has no parent

@@ -50,12 +50,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._types import Array
 from ..errors import InputError
 from . import _fused, _sample
 from . import _validate as check
 from ._xp import NumpyOps, TorchDraws, TorchOps, is_torch, ops_for
-
-Array = Any  # numpy.ndarray or torch.Tensor; outputs match the kind and device of the inputs
 
 PAD_TOKEN = -1  # outputs are padded to K + 1 tokens per row
 
@@ -410,16 +409,16 @@ def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -
     uniforms were drawn by torch already, and the arithmetic is the same, so are the tokens.
     Half precision (bfloat16 and float16) and CUDA keep the torch code.
     """
-    if ops.name != "torch" or ops.device_type != "cpu" \
+    if not isinstance(ops, TorchOps) or ops.device_type != "cpu" \
             or not _sample._numpy_viewable(P.table, None if Q is None else Q.table):  # fmt: skip
         return _core(ops, P, Q, *args)
     t = ops.torch
 
-    def to_np(r: _Rows | None) -> _Rows | None:
-        return None if r is None else _Rows(_as_numpy(r.table), None if r.start is None else _as_numpy(r.start))
+    def to_np(r: _Rows) -> _Rows:
+        return _Rows(_as_numpy(r.table), None if r.start is None else _as_numpy(r.start))
 
-    conv = [_as_numpy(a) if isinstance(a, t.Tensor) else a for a in args]
-    return _to_torch(_core(NumpyOps(), to_np(P), to_np(Q), *conv))
+    conv: list[Any] = [_as_numpy(a) if isinstance(a, t.Tensor) else a for a in args]
+    return _to_torch(_core(NumpyOps(), to_np(P), None if Q is None else to_np(Q), *conv))
 
 
 def _core(
@@ -519,10 +518,10 @@ def _accept_compiled(
     """
     if ops.name != "numpy" or not K:
         return None
-    has_q = Q is not None and int(Q.table.shape[0]) > 0
-    if not _fused.usable(P.table, Q.table if has_q else None):
+    q = Q if Q is not None and int(Q.table.shape[0]) > 0 else None  # an empty draft table: no q
+    if not _fused.usable(P.table, None if q is None else q.table):
         return None
     res = _fused.accept(
-        P.table, P.start, Q.table if has_q else None, Q.start if has_q else None, x, j, ua, V, validate,
+        P.table, P.start, None if q is None else q.table, None if q is None else q.start, x, j, ua, V, validate,
     )  # fmt: skip
     return None if res is None else tuple(res)
