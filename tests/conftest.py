@@ -39,3 +39,30 @@ def random_batch(
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261130)
+
+
+# The files the quick development subset leaves out (README: `python -m pytest -m "not browser and not
+# heavy"`): each spends most of its time in subprocesses, servers or long CLI runs. They stay in the
+# default run, the one README gives and CI runs; `heavy` only names them.
+HEAVY_FILES = frozenset({
+    "test_install.py",  # builds and installs the wheel
+    "test_serve.py",  # nginx and app processes
+    "test_numba_faults.py",  # a fresh interpreter per broken cache
+    "test_ship.py",  # prove --vocab end to end
+    "test_app_faults.py",  # the app without torch, in a subprocess
+    "test_cli.py",  # prove runs through the CLI
+    "test_cli_kind.py",
+    "test_safety.py",  # hostile links on every page
+    "test_families.py",  # failing prove runs with their family fits
+    "test_large_vocab.py",  # V up to 32001, chi-square at V = 600
+    "test_text.py",  # the n-gram models trained and run
+    "test_prove_coverage.py",  # the mutants through whole prove runs
+    "test_harness.py",  # verifiers that hang, run to their time limit
+    "test_cli_ergonomics.py",  # fresh interpreters
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in HEAVY_FILES:
+            item.add_marker(pytest.mark.heavy)
