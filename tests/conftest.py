@@ -41,7 +41,7 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20261130)
 
 
-# The files the quick development subset leaves out (README: `python -m pytest -m "not browser and not
+# The files the quick development subset leaves out (README: `python -m pytest -m "not slow and not browser and not
 # heavy"`): each spends most of its time in subprocesses, servers or long CLI runs. They stay in the
 # default run, the one README gives and CI runs; `heavy` only names them.
 HEAVY_FILES = frozenset({
