@@ -336,9 +336,11 @@ def _shared(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) -> _B
     saved = (st.evals, st.calls, st.boxes, st.audited)
     sub = _Evaluator.__new__(_Evaluator)  # the distinct rows only, sharing the budget
     sub.__dict__.update(ev.__dict__)
-    sub.rnd = type(rnd)(*(None if x is None else x[rep] for x in rnd))
+    sub.rnd = Round(rnd.target_probs[rep], None if rnd.draft_probs is None else rnd.draft_probs[rep],
+                    rnd.draft_tokens[rep], rnd.num_draft[rep])  # fmt: skip
     sub.bps, sub.mult = ev.bps[rep], mult
-    tree, parts_out = _Tree(rep.size), []
+    tree = _Tree(rep.size)
+    parts_out: list[_Boxes] = []
     _resolve(sub, tree, np.zeros((rep.size, D)), np.ones((rep.size, D)), np.arange(rep.size),
              np.zeros(rep.size, np.int64), np.arange(rep.size), parts_out)  # fmt: skip
     members = np.argsort(inv, kind="stable")  # original rows, grouped by the distinct row they repeat

@@ -29,7 +29,7 @@ Each probe calls the verifier in the asked dtype, backend and device (:class:`~s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,7 +52,7 @@ class Probe(NamedTuple):
         return self.verdict == "FAIL"
 
 
-def _tables(P: np.ndarray, Q: np.ndarray, num_draft: np.ndarray) -> Tables:
+def _tables(P: np.ndarray, Q: np.ndarray, num_draft: Sequence[int] | np.ndarray) -> Tables:
     return Tables(P, Q, np.asarray(num_draft, dtype=np.int64), np.cumsum(Q, axis=-1))
 
 

@@ -58,6 +58,7 @@ MAX_REPRODUCERS = 5  # mismatching rows saved per run (each .npz holds a row's (
 
 def reference_verify() -> Callable[..., Any]:
     """The oracle: :func:`specviz.verifiers.reference.verify`, or :func:`specviz.verify` until it exists."""
+    ref: Callable[..., Any]
     try:
         from ..verifiers.reference import verify as ref
     except ImportError:  # issue 17's reference not written yet: the engine stands in
@@ -205,7 +206,7 @@ def draw_round(rng: np.random.Generator, t: Tables) -> Round:
             tokens[b, i] = min(int(np.searchsorted(c, u[b, i] * c[-1], side="right")), V - 1)
             while t.draft[b, i, tokens[b, i]] == 0:  # float rounding at a zero's edge: step back
                 tokens[b, i] -= 1
-    return Round(tokens, rng.random((B, K)), rng.random(B))
+    return Round(tokens, rng.random((B, K)), rng.random((B,)))
 
 
 class Call(NamedTuple):
@@ -404,7 +405,8 @@ def paired_test(
     B = batch or (32 if V > 32768 else 64 if V > 4096 else 256)
     ref = reference_verify()
     rng = np.random.default_rng([seed, 18])
-    t0, done, drafts, bad, saved, calls = time.perf_counter(), 0, 0, 0, [], 0
+    saved: list[str] = []  # the reproducers' paths
+    t0, done, drafts, bad, calls = time.perf_counter(), 0, 0, 0, 0
     last_note = t0
     error = None
     rounds_per_table = max(1, math.ceil(want / B / tables))

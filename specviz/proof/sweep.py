@@ -164,7 +164,10 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
     for c in cuts:  # mass on tokens 0..c
         level = cdf[c] / cdf[-1]  # look near the exact level, either way round
         extra = np.array([level, np.nextafter(level, 0), 1 - level, np.nextafter(1 - level, 0)])
-        m, f = measure(lambda s, c=c: prober.run(np.full(len(s), coin), s)[1] <= c, extra=extra)
+        def at_most_c(s: np.ndarray, c: Any = c) -> np.ndarray:  # the draw's token <= c, for sample uniforms s
+            return prober.run(np.full(len(s), coin), s)[1] <= c
+
+        m, f = measure(at_most_c, extra=extra)
         masses.append(m)
         total_flips += f
         tick(len(masses) / len(cuts))
@@ -200,7 +203,10 @@ def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC
         ratio = p[0, both] / q[0, both]
         x = int(both[np.argmin(np.abs(ratio - 0.5))])  # a draft accepted about half the time
         prober = _Prober(verifier, spec, p, q, x)
-        a, flips = measure(lambda u, pr=prober: pr.run(u, np.full(len(u), 0.5))[0])
+        def accepted(u: np.ndarray, pr: _Prober = prober) -> np.ndarray:  # accepted, for coins u
+            return pr.run(u, np.full(len(u), 0.5))[0]
+
+        a, flips = measure(accepted)
         exact = min(1.0, p[0, x] / q[0, x])
         steps.append(Step(b, "accept", abs(a - exact), flips * 2.0**-BISECT + 1e-15,
                           f"x = {x}: {a:.12f} vs p/q {exact:.12f}", (a,)))  # fmt: skip
