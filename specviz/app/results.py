@@ -452,7 +452,7 @@ def tokens_rows(
     """The tokens-per-step points (M rows): theory and measurement (mean, SE, rows) with and without the bonus."""
     rows = []
     for i, K in enumerate(Ks):
-        row = {"a": float(acceptance), "K": int(K), "theory_with_bonus": float(theory_with[i]),
+        row: dict[str, Any] = {"a": float(acceptance), "K": int(K), "theory_with_bonus": float(theory_with[i]),
                "theory_without_bonus": float(theory_without[i])}  # fmt: skip
         for tag, m in (("with_bonus", with_bonus), ("without_bonus", without_bonus)):
             row[f"measured_{tag}"] = None if m is None else float(m.mean[i])

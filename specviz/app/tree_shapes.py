@@ -44,7 +44,7 @@ def court_label(rule: str, k: int) -> str:
     return rule
 
 
-def layout(parents: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def layout(parents: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(x, depth), each (N,), for drawing a tree given each node's parent (-1 for the root, parents
     before children): leaves evenly spaced in depth-first order, a parent above its children's middle."""
     par = np.asarray(parents, dtype=np.int64)  # (N,)
