@@ -1,8 +1,9 @@
 """The court's fast paths give the plain search's numbers to the bit.
 
-Three shortcuts make the Verifiers page's own-p-and-q click answer within its budget
+Four shortcuts make the Verifiers page's own-p-and-q click answer within its budget
 (specviz.proof.boxes and specviz.proof.court): a bisection probes several halvings per verifier call,
-rows with the same inputs are searched once, and a problem's breakpoints are listed once for every
+rows with the same inputs are searched once, the tree court reuses one context's cells after
+every context with the same rows, and a problem's breakpoints are listed once for every
 rule. Each test runs the fast path and the plain one (the shortcut switched off) and compares every
 number the court returns, bit for bit, together with the work the budget counts (boxes probed,
 verifier rows charged), so ``max_evals`` refuses exactly where it did.
@@ -16,7 +17,8 @@ import pytest
 from specviz import InputError
 from specviz.proof import boxes, court
 from specviz.proof.exact import verifier_law
-from specviz.verifiers.tree import multi_draft_parents
+from specviz.proof.markov import Drafter
+from specviz.verifiers.tree import multi_draft_parents, verify_tree
 
 PQ3 = ((0.5, 0.3, 0.15, 0.05), (0.25, 0.25, 0.25, 0.25), 3)  # the page's default pair at K = 3
 RULES = ("chain", "block", "sample-and-match", "block, lossy last threshold", "ratio threshold (p/q >= 1/2)")
@@ -102,15 +104,19 @@ def test_missed_piece_falls_back_to_the_plain_search(monkeypatch):
     assert numbers() == fast
 
 
-def test_tree_court_fast_bisection_is_the_plain_one_to_the_bit(monkeypatch):
-    pb = court.pair_problem(*PQ3)
-    par = multi_draft_parents(2, 3)
+def test_tree_court_fast_paths_are_the_plain_ones_to_the_bit(monkeypatch):
+    # Fast: several halvings per call, and one context's cells reused after every context with the same rows
+    # (only for verify_tree itself). Plain: one halving per call, and a wrapper, so nothing is reused.
+    cases = [(court.pair_problem(*PQ3), multi_draft_parents(2, 3), "argmax"),
+             (court.toy_problem(), multi_draft_parents(2, 2), "sample")]  # fmt: skip
 
-    def numbers():
-        j = court.judge_tree_problem(pb, par, name="top-2", deterministic=True)
-        iid = court.judge_tree_problem(court.toy_problem(), multi_draft_parents(2, 2), name="iid")
-        return [(x.law.tobytes(), x.tv_from_target, x.expected_tokens_per_step) for x in (j, iid)]
+    def numbers(verifier):
+        out = []
+        for pb, par, mode in cases:
+            j = court.judge_tree(pb.target, Drafter(pb.drafter.chain, mode), par, L=pb.L, verifier=verifier)
+            out.append((j.law.tobytes(), j.tv_from_target, j.expected_tokens_per_step, j.lossless))
+        return out
 
-    fast = numbers()
+    fast = numbers(None)
     plain(monkeypatch)
-    assert numbers() == fast
+    assert numbers(lambda *a, **kw: verify_tree(*a, **kw)) == fast

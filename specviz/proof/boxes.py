@@ -327,8 +327,9 @@ def _shared(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) -> _B
     rnd, A = ev.rnd, weight.size
     parts = [rnd.target_probs, rnd.draft_tokens, rnd.num_draft] + ([] if rnd.draft_probs is None else [rnd.draft_probs])
     flat = np.concatenate([np.ascontiguousarray(x, np.float64).reshape(A, -1) for x in parts], axis=1)
+    # On bit patterns: -0.0 and 0.0 stay apart.
     _, rep, inv, mult = np.unique(flat.view(np.int64), axis=0, return_index=True, return_inverse=True,
-                                  return_counts=True)  # fmt: skip  (bit patterns: -0.0 and 0.0 stay apart)
+                                  return_counts=True)  # fmt: skip
     inv = inv.ravel()
     if rep.size == A:
         return None
@@ -373,7 +374,7 @@ def _shared(ev: _Evaluator, weight: np.ndarray, group: np.ndarray, D: int) -> _B
 def _resolve(
     ev: _Evaluator, tree: _Tree, lo: np.ndarray, hi: np.ndarray, row: np.ndarray, depth: np.ndarray, node: np.ndarray,
     parts: list[_Boxes] | None = None,
-) -> _Boxes:
+) -> _Boxes:  # fmt: skip
     """Probe and cut boxes lo, hi (n, D) of rows ``row`` until each is constant or unresolved (``parts``: gets
     each round of probes' accepted boxes)."""
     D = lo.shape[1]

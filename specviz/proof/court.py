@@ -271,7 +271,8 @@ def judge_tree(
         expected = f"a 'sample' or 'argmax' drafter over V = {V} tokens"
         raise InputError("drafter", expected, f"{drafter.mode}, V = {drafter.chain.V}")
     rng = np.random.default_rng(seed)
-    kernels = {c: _tree_kernel(fn, target, drafter, par, c, rng) for c in [-1, *range(V)]}
+    memo: dict[bytes, Any] | None = {} if fn is verify_tree else None  # see _tree_kernel
+    kernels = {c: _tree_kernel(fn, target, drafter, par, c, rng, memo) for c in [-1, *range(V)]}
     law = np.zeros((V,) * L)
     pending: dict[tuple[int, ...], float] = {(): 1.0}
     while pending:
@@ -319,7 +320,8 @@ def _assignments(target: MarkovChain, drafter: Drafter, par: np.ndarray, ctx: in
 
 
 def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.ndarray, ctx: int,
-                 rng: np.random.Generator) -> dict[tuple[int, ...], float]:  # fmt: skip
+                 rng: np.random.Generator, memo: dict[bytes, Any] | None = None
+                 ) -> dict[tuple[int, ...], float]:  # fmt: skip
     """One round's law after context ctx: emitted tokens -> probability."""
     toks, prob = _assignments(target, drafter, par, ctx)
     N, V, A = par.shape[0], target.V, toks.shape[0]
@@ -342,92 +344,103 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
     if (n1 != n2[::-1]).any() or (t1 != t2[::-1]).any():
         raise InputError("verifier", "a pure function of its uniforms= (the same tokens for the same rows and "
                          "uniforms on a second call)", "different tokens: no law can be enumerated")  # fmt: skip
-    # Items: (assignment, coins, which coins are decided, lower/upper bound of each decided cell, weight).
-    item_a = np.arange(A)
-    coins = np.full((A, N - 1), 0.5)
-    lo, hi = np.zeros((A, N - 1)), np.ones((A, N - 1))
-    decided = np.zeros((A, N - 1), bool)
-    weight = prob.copy()
-    done_a, done_c, done_lo, done_hi, done_d, done_w = [], [], [], [], [], []
-    while item_a.size:
-        tried = _tried(fn, T, Q, toks, par, item_a, coins)
-        todo = tried & ~decided  # (I, N-1)
-        has = todo.any(axis=1)
-        fin = ~has
-        done_a.append(item_a[fin])
-        done_c.append(coins[fin])
-        done_lo.append(lo[fin])
-        done_hi.append(hi[fin])
-        done_d.append(decided[fin])
-        done_w.append(weight[fin])
-        sel = np.flatnonzero(has)
-        if not sel.size:
-            break
-        node = todo[sel].argmax(axis=1)  # (S,) column of the first tried undecided node
+    # The cells and the kernel depend only on the rows the verifier sees: after each context of a context-free
+    # problem they are the same (verify_tree ignores node 0's token), so they are found once and reused; the
+    # purity check above and the audit below still run for every context, on the same random draws as ever.
+    rows = (T, np.empty(0) if Q is None else Q, toks[:, 1:], prob, par)
+    key = None if memo is None else b"|".join(str(x.shape).encode() + np.ascontiguousarray(x).tobytes() for x in rows)
+    hit = None if key is None else memo.get(key)
+    if hit is None:
+        # Items: (assignment, coins, which coins are decided, lower/upper bound of each decided cell, weight).
+        item_a = np.arange(A)
+        coins = np.full((A, N - 1), 0.5)
+        lo, hi = np.zeros((A, N - 1)), np.ones((A, N - 1))
+        decided = np.zeros((A, N - 1), bool)
+        weight = prob.copy()
+        done_a, done_c, done_lo, done_hi, done_d, done_w = [], [], [], [], [], []
+        while item_a.size:
+            tried = _tried(fn, T, Q, toks, par, item_a, coins)
+            todo = tried & ~decided  # (I, N-1)
+            has = todo.any(axis=1)
+            fin = ~has
+            done_a.append(item_a[fin])
+            done_c.append(coins[fin])
+            done_lo.append(lo[fin])
+            done_hi.append(hi[fin])
+            done_d.append(decided[fin])
+            done_w.append(weight[fin])
+            sel = np.flatnonzero(has)
+            if not sel.size:
+                break
+            node = todo[sel].argmax(axis=1)  # (S,) column of the first tried undecided node
 
-        def coin_accepted(i: np.ndarray, mid: np.ndarray, a: np.ndarray = item_a[sel], c0: np.ndarray = coins[sel],
-                          node: np.ndarray = node) -> np.ndarray:  # fmt: skip
-            c = c0[i].copy()
-            c[np.arange(i.size), node[i]] = mid
-            p, _, _ = run(a[i], c, np.full(i.size, 0.5))
-            return accepted(p, node[i] + 1)
+            def coin_accepted(i: np.ndarray, mid: np.ndarray, a: np.ndarray = item_a[sel], c0: np.ndarray = coins[sel],
+                              node: np.ndarray = node) -> np.ndarray:  # fmt: skip
+                c = c0[i].copy()
+                c[np.arange(i.size), node[i]] = mid
+                p, _, _ = run(a[i], c, np.full(i.size, 0.5))
+                return accepted(p, node[i] + 1)
 
-        _, t = _bisect(coin_accepted, sel.size)  # accepted below the threshold: bisect on the node's coin
-        # t: the first coin (to 2^-60) at which the node is rejected; 1: always accepted
-        c0 = coins[sel].copy()
-        c0[np.arange(sel.size), node] = 0.0
-        p0, _, _ = run(item_a[sel], c0, np.full(sel.size, 0.5))
-        t = np.where(accepted(p0, node + 1), t, 0.0)  # rejected even at u = 0: threshold 0
-        new_a, new_c, new_lo, new_hi, new_d, new_w = [], [], [], [], [], []
-        for side in (0, 1):  # 0: accepted, coin in [0, t); 1: rejected, coin in [t, 1)
-            width = t if side == 0 else 1.0 - t
-            k: np.ndarray = width > 0  # a mask here, indices in the kernel below
-            c = coins[sel][k].copy()
-            l_, h_ = lo[sel][k].copy(), hi[sel][k].copy()
-            r, nd = np.arange(k.sum()), node[k]
-            l_[r, nd], h_[r, nd] = (0.0, t[k]) if side == 0 else (t[k], 1.0)
-            c[r, nd] = np.minimum(0.5 * (l_[r, nd] + h_[r, nd]), np.nextafter(h_[r, nd], -np.inf))  # inside [lo, hi)
-            d = decided[sel][k].copy()
-            d[r, nd] = True
-            new_a.append(item_a[sel][k])
-            new_c.append(c)
-            new_lo.append(l_)
-            new_hi.append(h_)
-            new_d.append(d)
-            new_w.append(weight[sel][k] * width[k])
-        item_a, coins, lo, hi = (np.concatenate(x) for x in (new_a, new_c, new_lo, new_hi))
-        decided, weight = np.concatenate(new_d), np.concatenate(new_w)
-    ia, ic, ilo, ihi, idec, iw = (np.concatenate(x) for x in (done_a, done_c, done_lo, done_hi, done_d, done_w))
-    # The final draw: token boundaries on the sample uniform, by bisection (monotone inverse CDF).
-    I = ia.size
-    bounds = np.empty((I, V + 1))
-    bounds[:, 0], bounds[:, V] = 0.0, 1.0
-    line_v = np.repeat(np.arange(1, V), I)  # one line per (boundary v, item): all boundaries searched at once
-    line_i = np.tile(np.arange(I), V - 1)
+            _, t = _bisect(coin_accepted, sel.size)  # accepted below the threshold: bisect on the node's coin
+            # t: the first coin (to 2^-60) at which the node is rejected; 1: always accepted
+            c0 = coins[sel].copy()
+            c0[np.arange(sel.size), node] = 0.0
+            p0, _, _ = run(item_a[sel], c0, np.full(sel.size, 0.5))
+            t = np.where(accepted(p0, node + 1), t, 0.0)  # rejected even at u = 0: threshold 0
+            new_a, new_c, new_lo, new_hi, new_d, new_w = [], [], [], [], [], []
+            for side in (0, 1):  # 0: accepted, coin in [0, t); 1: rejected, coin in [t, 1)
+                width = t if side == 0 else 1.0 - t
+                k: np.ndarray = width > 0  # a mask here, indices in the kernel below
+                c = coins[sel][k].copy()
+                l_, h_ = lo[sel][k].copy(), hi[sel][k].copy()
+                r, nd = np.arange(k.sum()), node[k]
+                l_[r, nd], h_[r, nd] = (0.0, t[k]) if side == 0 else (t[k], 1.0)
+                c[r, nd] = np.minimum(0.5 * (l_[r, nd] + h_[r, nd]), np.nextafter(h_[r, nd], -np.inf))  # in [lo, hi)
+                d = decided[sel][k].copy()
+                d[r, nd] = True
+                new_a.append(item_a[sel][k])
+                new_c.append(c)
+                new_lo.append(l_)
+                new_hi.append(h_)
+                new_d.append(d)
+                new_w.append(weight[sel][k] * width[k])
+            item_a, coins, lo, hi = (np.concatenate(x) for x in (new_a, new_c, new_lo, new_hi))
+            decided, weight = np.concatenate(new_d), np.concatenate(new_w)
+        ia, ic, ilo, ihi, idec, iw = (np.concatenate(x) for x in (done_a, done_c, done_lo, done_hi, done_d, done_w))
+        # The final draw: token boundaries on the sample uniform, by bisection (monotone inverse CDF).
+        I = ia.size
+        bounds = np.empty((I, V + 1))
+        bounds[:, 0], bounds[:, V] = 0.0, 1.0
+        line_v = np.repeat(np.arange(1, V), I)  # one line per (boundary v, item): all boundaries searched at once
+        line_i = np.tile(np.arange(I), V - 1)
 
-    def below(i: np.ndarray, mid: np.ndarray) -> np.ndarray:
-        _, tk, nt = run(ia[line_i[i]], ic[line_i[i]], mid)
-        return tk[np.arange(i.size), nt - 1] < line_v[i]
+        def below(i: np.ndarray, mid: np.ndarray) -> np.ndarray:
+            _, tk, nt = run(ia[line_i[i]], ic[line_i[i]], mid)
+            return tk[np.arange(i.size), nt - 1] < line_v[i]
 
-    _, b_hi = _bisect(below, line_i.size)
-    _, tk, nt = run(ia, ic, np.zeros(I))
-    last0 = tk[np.arange(I), nt - 1]
-    for v in range(1, V):
-        bounds[:, v] = np.where(last0 >= v, 0.0, b_hi[(v - 1) * I : v * I])  # token >= v from u = 0 on
-    bounds = np.maximum.accumulate(bounds, axis=1)
-    kernel: dict[tuple[int, ...], float] = {}
-    for v in range(V):
-        w = iw * (bounds[:, v + 1] - bounds[:, v])
-        k = np.flatnonzero(w > 0)
-        if not k.size:
-            continue
-        _, tk, nt = run(ia[k], ic[k], 0.5 * (bounds[k, v] + bounds[k, v + 1]))
-        for row, j in enumerate(k):
-            out = tuple(int(x) for x in tk[row, : nt[row]])
-            if out[-1] != v:
-                expected = "an inverse-CDF final draw (token non-decreasing in its uniform)"
-                raise InputError("verifier", expected, f"token {out[-1]} inside the cell of token {v}")
-            kernel[out] = kernel.get(out, 0.0) + float(w[j])
+        _, b_hi = _bisect(below, line_i.size)
+        _, tk, nt = run(ia, ic, np.zeros(I))
+        last0 = tk[np.arange(I), nt - 1]
+        for v in range(1, V):
+            bounds[:, v] = np.where(last0 >= v, 0.0, b_hi[(v - 1) * I : v * I])  # token >= v from u = 0 on
+        bounds = np.maximum.accumulate(bounds, axis=1)
+        kernel: dict[tuple[int, ...], float] = {}
+        for v in range(V):
+            w = iw * (bounds[:, v + 1] - bounds[:, v])
+            k = np.flatnonzero(w > 0)
+            if not k.size:
+                continue
+            _, tk, nt = run(ia[k], ic[k], 0.5 * (bounds[k, v] + bounds[k, v + 1]))
+            for row, j in enumerate(k):
+                out = tuple(int(x) for x in tk[row, : nt[row]])
+                if out[-1] != v:
+                    expected = "an inverse-CDF final draw (token non-decreasing in its uniform)"
+                    raise InputError("verifier", expected, f"token {out[-1]} inside the cell of token {v}")
+                kernel[out] = kernel.get(out, 0.0) + float(w[j])
+        hit = kernel, ia, ic, ilo, ihi, idec
+        if key is not None:
+            memo[key] = hit
+    kernel, ia, ic, ilo, ihi, idec = hit
     _audit_tree(run, prob, ia, ic, ilo, ihi, idec, rng, N)
     return kernel
 
