@@ -349,7 +349,7 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
     # purity check above and the audit below still run for every context, on the same random draws as ever.
     rows = (T, np.empty(0) if Q is None else Q, toks[:, 1:], prob, par)
     key = None if memo is None else b"|".join(str(x.shape).encode() + np.ascontiguousarray(x).tobytes() for x in rows)
-    hit = None if key is None else memo.get(key)
+    hit = None if key is None or memo is None else memo.get(key)
     if hit is None:
         # Items: (assignment, coins, which coins are decided, lower/upper bound of each decided cell, weight).
         item_a = np.arange(A)
@@ -438,7 +438,7 @@ def _tree_kernel(fn: Verifier, target: MarkovChain, drafter: Drafter, par: np.nd
                     raise InputError("verifier", expected, f"token {out[-1]} inside the cell of token {v}")
                 kernel[out] = kernel.get(out, 0.0) + float(w[j])
         hit = kernel, ia, ic, ilo, ihi, idec
-        if key is not None:
+        if key is not None and memo is not None:  # key is None exactly when memo is
             memo[key] = hit
     kernel, ia, ic, ilo, ihi, idec = hit
     _audit_tree(run, prob, ia, ic, ilo, ihi, idec, rng, N)
