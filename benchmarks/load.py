@@ -335,7 +335,7 @@ async def crowd_visitor(url: str, heavy: str, i: int) -> dict:
         waited = [t for t in v.texts if t.startswith("Waiting for a turn")]
         return {"load": load_s, "run": run_s, "mine": mine, "waited": bool(waited), "error": None}
     except Exception as e:  # a dropped websocket (a killed process): counted, then reconnected with the link
-        error = f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
+        error = f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s: {str(e)[:160]}"
         return {"load": None, "run": None, "mine": None, "waited": False, "error": error}
     finally:
         await v.close()

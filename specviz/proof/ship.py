@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from ..verifiers._xp import is_torch
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 BACKENDS = ("numpy", "torch")
@@ -270,7 +270,7 @@ class Handover:
 
 
 def as_numpy(a: Any) -> np.ndarray:
-    if "torch" in sys.modules and isinstance(a, sys.modules["torch"].Tensor):
+    if is_torch(a):
         return a.detach().cpu().numpy()
     return np.asarray(a)
 

@@ -21,9 +21,13 @@ _ONE_BITS_64 = 0x3FF0000000000000  # the same for float64
 
 
 def is_torch(x: Any) -> bool:
-    """True for a ``torch.Tensor`` (without importing torch when it is not loaded)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    """True for a ``torch.Tensor`` (without importing torch when it is not loaded).
+
+    A torch that another thread is still importing (the app warms it up in the background) is in
+    ``sys.modules`` before it defines ``Tensor``; no tensor can exist yet, so nothing is one.
+    """
+    tensor = getattr(sys.modules.get("torch"), "Tensor", None)
+    return tensor is not None and isinstance(x, tensor)
 
 
 class NumpyOps:
