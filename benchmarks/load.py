@@ -56,7 +56,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
-from specviz.app import limits  # noqa: E402
+from specviz.app import limits, warm  # noqa: E402
 
 PAGES = ["", "why-exact", "batch", "bug-lab", "tokens-per-step"]
 MAX_SESSIONS = 200  # bounds on what the script may open, whatever it is asked
@@ -346,6 +346,11 @@ async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | No
     sessions = min(sessions, MAX_SESSIONS)
     for i in range(2 * len(pids) + 2):  # warm-up (imports, trained models): every process gets some of these
         await crowd_visitor(url, heavy, 10_000 + i)
+    # The class arrives after the teacher opened the app: the background warm-up (specviz/app/warm.py
+    # imports torch warm.DELAY_S after a process's first page) has finished by then, so wait for it.
+    await asyncio.sleep(warm.DELAY_S + QUIET_WINDOW_S)
+    for p in pids:
+        await quiet(p)
     rss0 = sum(rss_mb(p) for p in pids)
     cpu0 = sum(cpu_s(p) for p in pids)
     peak = {"rss": rss0}
