@@ -239,3 +239,17 @@ def test_the_readme_code_for_your_own_models_runs_with_the_ngram_pair():
     exec(compile(code, "docs/models.md", "exec"), env)
     assert env["seqs"].shape == (1000, 8) and (env["seqs"] >= 0).all()
     assert abs(env["law"].sum() - 1) < 1e-12
+
+
+def test_ngram_probs_of_a_batch_equal_one_call_per_history_to_the_bit():
+    # probs computes each distinct context once (histories share them): rows must not depend on the batch.
+    pair = text.trained_pair()
+    rng = np.random.default_rng(3)
+    V = len(text.ALPHABET)
+    hist = [rng.integers(0, V, size=int(rng.integers(0, 8))).tolist() for _ in range(200)] + [[1, 2, 3]] * 40
+    for model in pair:
+        batch = model.probs(hist)
+        assert np.array_equal(batch, np.vstack([model.probs([h]) for h in hist]))
+        assert np.allclose(batch.sum(1), 1.0)
+    # Control: the rows differ between contexts, so an equality of the batch with one shared row would fail.
+    assert not np.array_equal(pair.target.probs(hist)[0], pair.target.probs(hist)[1])

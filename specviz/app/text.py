@@ -90,12 +90,21 @@ class NGram:
 
     def probs(self, histories: Sequence[Sequence[int]]) -> np.ndarray:
         """Next-token probabilities (B, V) after each history (a list of token ids)."""
-        B, V, m = len(histories), self.V, self.order - 1
+        B, m = len(histories), self.order - 1
         ctx = np.full((B, max(m, 1)), -1, dtype=np.int64)  # the last m ids, right-aligned; -1: none
         for b, h in enumerate(histories):
             tail = list(h)[-m:] if m else []
             if tail:
                 ctx[b, m - len(tail) :] = tail
+        # Histories share their last m ids (a round's K + 1 target calls, the sequences of one check):
+        # each distinct context is computed once. Every row's arithmetic is its own, so the rows are
+        # the ones a call per history gives, to the bit.
+        ctx, inv = np.unique(ctx, axis=0, return_inverse=True)
+        return self._context_probs(ctx)[inv.reshape(-1)]
+
+    def _context_probs(self, ctx: np.ndarray) -> np.ndarray:
+        """(U, V) next-token probabilities for (U, max(order - 1, 1)) right-aligned contexts (-1: none)."""
+        B, V, m = int(ctx.shape[0]), self.V, self.order - 1
         P = np.full((B, V), 1.0 / V)  # order 0: uniform
         for n in range(1, self.order + 1):
             k = n - 1  # context length at this order
