@@ -96,12 +96,7 @@ def chain_inputs(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_dra
     P, x, j, _ = check.padded_inputs(NP, to_numpy(target_probs), to_numpy(draft_tokens), to_numpy(num_draft),
                                      "target_probs")  # fmt: skip
     B, K, V = x.shape[0], x.shape[1], P.shape[2]
-    Q = None if draft_probs is None else check.as_array(NP, to_numpy(draft_probs), "draft_probs")
-    if Q is not None:
-        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    check.check_float("target_probs", P, NP)
-    if Q is not None:
-        check.check_float("draft_probs", Q, NP)
+    Q = check.draft_table(NP, P, None if draft_probs is None else to_numpy(draft_probs), (B, K, V))
     ua, us = check.get_uniforms(NP, r, uniforms, (B, K), B, validate)
     return P, Q, x, j, ua, us, tol, torch_in
 

@@ -167,6 +167,20 @@ def as_array(ops: Any, x: Any, name: str) -> Any:
         raise InputError(name, "an array (or nested list) of numbers", f"{type(x).__name__}: {e}") from e
 
 
+def draft_table(ops: Any, target: Any, draft_probs: Any, shape: tuple[int, int, int]) -> Any:
+    """The (B, K, V) draft table beside a checked padded target, or None (a deterministic drafter).
+
+    The order of the checks is the engine's and the reference's alike: q's shape, p's dtype, q's dtype.
+    """
+    Q = None if draft_probs is None else as_array(ops, draft_probs, "draft_probs")
+    if Q is not None:
+        check_shape("draft_probs", Q, shape, "(B, K, V)")
+    check_float("target_probs", target, ops)
+    if Q is not None:
+        check_float("draft_probs", Q, ops)
+    return Q
+
+
 def get_uniforms(
     ops: Any,
     rng: Any,

@@ -274,12 +274,7 @@ def prepare(
     ops = ops_for(target_probs)
     T, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(T.shape[2])
-    Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
-    if Q is not None:
-        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    check.check_float("target_probs", T, ops)
-    if Q is not None:
-        check.check_float("draft_probs", Q, ops)
+    Q = check.draft_table(ops, T, draft_probs, (B, K, V))
     # Draft ids are checked whatever validate says (as verify does): an id outside [0, V), such as
     # the -1 placeholder of serving engines, would otherwise index column V - 1 and could be kept.
     check.check_range("draft_tokens", x[valid], 0, V - 1, ops, "token ids at positions < num_draft")

@@ -202,12 +202,7 @@ def verify(
     ops = ops_for(target_probs)
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
-    Q = None if draft_probs is None else check.as_array(ops, draft_probs, "draft_probs")
-    if Q is not None:
-        check.check_shape("draft_probs", Q, (B, K, V), "(B, K, V)")
-    check.check_float("target_probs", P, ops)
-    if Q is not None:
-        check.check_float("draft_probs", Q, ops)
+    Q = check.draft_table(ops, P, draft_probs, (B, K, V))
     ua, us = check.get_uniforms(ops, rng, uniforms, (B, K), B, validate)
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
