@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import certify, figures, limits, links, position, presenter, results, tree_shapes
+from specviz.app import certify, figures, limits, links, plotly_json, position, presenter, results, tree_shapes
 from specviz.proof import block_trace, court, prove, registry, stats
 from specviz.verifiers import tree
 
@@ -87,7 +87,7 @@ def certify_engine(source: str, p: tuple[float, ...], q: tuple[float, ...], K: i
 def chart(rows: list[dict]) -> go.Figure:
     # Horizontal bars: rule names read level on a projector (rotated ones ran off the chart), and each bar's TV
     # label sits past its end at full size instead of shrinking to the bar's width and running into the next one.
-    fig = go.Figure()
+    fig = plotly_json.blank()
     top = max([r["tokens per step"] for r in rows if not math.isnan(r["tokens per step"])] or [1.0])
     for verdict, colour in VERDICT_COLOURS.items():
         sel = [r for r in rows if r["verdict"] == verdict]
@@ -107,7 +107,8 @@ def chart(rows: list[dict]) -> go.Figure:
             cliponaxis=False,
         )
     # No legend and no axis title: each bar says its verdict, and at a projector's 340 px every row keeps its label.
-    fig.update_layout(
+    return plotly_json.finish(
+        fig,
         title=dict(text="Exact tokens per verification, verdict and TV", x=0, xanchor="left", y=0.98, yanchor="top",
                    yref="container"),  # inside the figure's top edge, as specviz.app.figures places titles
         xaxis_range=[0, top * 1.7],  # room for the labels past the longest bar
@@ -117,7 +118,6 @@ def chart(rows: list[dict]) -> go.Figure:
         showlegend=False,
         bargap=0.25,
     )
-    return fig
 
 
 link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)

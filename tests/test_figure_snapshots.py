@@ -77,7 +77,7 @@ def record() -> dict[str, list]:
     for name, page, query, button in CASES:
         first, second = charts(page, query, button), charts(page, query, button)
         assert len(first) == len(second), name
-        out[name] = [a if same(a, b) == "" and not measured(a) else None for a, b in zip(first, second)]
+        out[name] = [a if same(a, b) == "" and not measured(a) else None for a, b in zip(first, second, strict=True)]
     return out
 
 
@@ -108,7 +108,7 @@ def same(a: object, b: object, path: str = "") -> str:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{path}: {len(a)} != {len(b)} items"
-        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := same(x, y, f"{path}[{i}]"))), "")
+        return next((d for i, (x, y) in enumerate(zip(a, b, strict=True)) if (d := same(x, y, f"{path}[{i}]"))), "")
     if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, int):
         fa, fb = float(a), float(b)
         ok = (math.isnan(fa) and math.isnan(fb)) or math.isclose(fa, fb, rel_tol=1e-9, abs_tol=0)
@@ -136,7 +136,7 @@ def test_every_chart_is_what_it_was(recorded: dict[str, list], name: str, page, 
     now = charts(page, query, button)
     before = recorded[name]
     assert len(now) == len(before), f"{name}: {len(now)} charts, {len(before)} recorded"
-    for i, (a, b) in enumerate(zip(now, before)):
+    for i, (a, b) in enumerate(zip(now, before, strict=True)):
         if b is not None:
             assert same(a, b) == "", f"{name}, chart {i}: {same(a, b)}"
 

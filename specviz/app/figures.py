@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.subplots import make_subplots
 
 from ..proof import theory
 from ..verifiers.verify import Verification
+from . import plotly_json
 
 # One color per meaning, the same on every page.
 ACCEPTED = "#2e7d32"  # a draft that survived: min(p, q)
@@ -32,20 +31,19 @@ NOT_REACHED = "#d7dbdd"  # drafts after the first rejection: their coins never c
 NO_DRAFT = "#f4f6f7"  # padding past num_draft[b]
 
 FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=14)
-# Every figure's template, as plotly's default rather than named in each layout: naming it builds and
-# validates a copy, 7-8 ms a figure (a third of a page load; benchmarks/load.py --cpu). Same JSON either way.
-pio.templates.default = "plotly_white"
 
 
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container"),
-        font=FONT,
-        margin=dict(l=10, r=10, t=84, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
-        **kw,
-    )
-    return fig
+    """``fig`` with the shared title, font, margins and legend, and ``kw`` (update_layout's arguments)."""
+    data, layout = plotly_json.parts(fig)
+    plotly_json.merge(layout, {
+        "title": dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container"),
+        "font": dict(FONT),
+        "margin": dict(l=10, r=10, t=84, b=10),
+        "legend": dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
+    })  # fmt: skip
+    plotly_json.merge(layout, plotly_json.nest(kw))
+    return go.Figure(data=data, layout=layout)
 
 
 def _tokens(V: int) -> list[str]:
@@ -65,7 +63,7 @@ def decomposition_bar(target_probs: Sequence[float], draft_probs: Sequence[float
     d = theory.decompose(target_probs, draft_probs)
     p = np.asarray(target_probs, dtype=np.float64)
     x = _tokens(len(p))
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_bar(
         x=x,
         y=d.accepted,
@@ -124,7 +122,7 @@ def law_comparison(
     """
     p = np.asarray(target_probs, dtype=np.float64)
     x = _tokens(len(p))
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_bar(x=x, y=p, name="target p", marker_color=TARGET, hovertemplate="%{x}<br>p = %{y:.6f}<extra></extra>")
     if law is not None:
         fig.add_bar(
@@ -240,7 +238,8 @@ def token_strips(
     for k, color in enumerate(_STATE_COLORS):
         scale += [[k / len(STATES), color], [(k + 1) / len(STATES), color]]
     fig = go.Figure(
-        go.Heatmap(
+        layout={"template": {}},  # see plotly_json.blank()
+        data=go.Heatmap(
             z=codes,
             x=[f"slot {i}" for i in range(K1)],
             y=[f"row {b}" for b in range(R)],
@@ -266,7 +265,7 @@ def accepted_histogram(num_accepted: np.ndarray, K: int, num_draft: np.ndarray |
     """Counts of rows by accepted drafts 0..K (beside the rows' draft counts, if given)."""
     k = np.arange(K + 1)
     acc = np.bincount(np.asarray(num_accepted, dtype=np.int64), minlength=K + 1)[: K + 1]
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_bar(
         x=k,
         y=acc,
@@ -290,7 +289,8 @@ def accepted_histogram(num_accepted: np.ndarray, K: int, num_draft: np.ndarray |
 def timing_bar(backends: Sequence[str], rows_per_second: Sequence[float]) -> go.Figure:
     """Rows verified per second, one bar per backend."""
     fig = go.Figure(
-        go.Bar(
+        layout={"template": {}},  # see plotly_json.blank()
+        data=go.Bar(
             x=list(backends),
             y=list(rows_per_second),
             marker_color=BONUS,
@@ -322,7 +322,7 @@ def joint_comparison(observed: np.ndarray, law: np.ndarray, V: int, L: int) -> g
     expected = n * p0
     with np.errstate(divide="ignore", invalid="ignore"):
         resid = np.where(expected > 0, (obs - expected) / np.sqrt(expected), np.nan)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
+    fig = plotly_json.subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.06)
     fig.add_bar(
         x=labels,
         y=p0,
@@ -377,7 +377,7 @@ def tokens_curve(
     ±2 SE error bars.
     """
     k = np.asarray(list(Ks))
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_scatter(
         x=k,
         y=list(with_bonus),
@@ -419,7 +419,7 @@ def speedup_curve(Ks: Sequence[int], speedups: Sequence[float], best_K: int | No
     """Modelled speedup over plain decoding against K, the best K marked."""
     k = np.asarray(list(Ks))
     s = np.asarray(list(speedups), dtype=np.float64)
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_scatter(
         x=k,
         y=s,
@@ -454,7 +454,7 @@ def settings_bars(p_raw: Sequence[float], p: Sequence[float], q_raw: Sequence[fl
     """
     V = len(p)
     x = _tokens(V)
-    fig = go.Figure()
+    fig = plotly_json.blank()
     for y, name, color, opacity in (
         (p_raw, "target raw", TARGET, 0.35),
         (p, "p (request's settings)", TARGET, 1.0),
@@ -479,7 +479,7 @@ def sweep_curve(values: Sequence[float], acceptance: Sequence[float], tokens_per
     """Acceptance rate (left axis) and expected tokens per step (right axis) against one of
     the drafter's settings, the target fixed; the current value marked."""
     v = np.asarray(list(values), dtype=np.float64)
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig = plotly_json.subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(x=v, y=list(acceptance), name="acceptance rate", mode="lines+markers",
                     line=dict(color=ACCEPTED, width=3),
                     hovertemplate=knob + " = %{x}: a = %{y:.4f}<extra></extra>")  # fmt: skip
@@ -507,7 +507,7 @@ def roofline_chart(tokens: Sequence[float], seconds: Sequence[float], ridge_toke
     """Time of one forward pass against the tokens in it (log-log), the ridge point marked."""
     t = np.asarray(list(tokens), dtype=np.float64)
     s = np.asarray(list(seconds), dtype=np.float64) * 1e3
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_scatter(x=t, y=s, name="max(memory, compute) time", mode="lines", line=dict(color=TARGET, width=3),
                     hovertemplate="%{x:.0f} tokens: %{y:.3f} ms<extra></extra>")  # fmt: skip
     # The ridge as a trace, not a shape: shapes on a log axis take log10 coordinates.
@@ -541,7 +541,7 @@ def continuation_comparison(law: np.ndarray, counts: np.ndarray, labels: Sequenc
     cells = np.union1d(np.argsort(-p0, kind="stable")[:top], np.argsort(-c, kind="stable")[:top])
     cells = cells[np.argsort(-p0[cells], kind="stable")]
     x = [labels[i] for i in cells]
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_bar(x=x, y=p0[cells], name="exact target law", marker_color=TARGET,
                 hovertemplate="%{x}<br>exact %{y:.5f}<extra></extra>")  # fmt: skip
     fig.add_bar(x=x, y=c[cells] / n if n else c[cells], name="observed frequency", marker_color=EMPIRICAL,
@@ -563,7 +563,7 @@ def block_steps(trace: Any) -> go.Figure:
     j = len(trace.thresholds)
     names = [f"x{i + 1} = {int(t)}" for i, t in enumerate(trace.draft_tokens)]
     kept = [ACCEPTED if i < trace.tau else NOT_REACHED for i in range(j)]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
+    fig = plotly_json.subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12,
                         subplot_titles=(f"h_i and eta_i: tau = {trace.tau}", "the last token's row"))  # fmt: skip
     fig.add_bar(x=names, y=trace.thresholds, marker_color=kept, name="threshold h_i",
                 customdata=trace.weights[1:], row=1, col=1,

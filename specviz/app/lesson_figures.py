@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
+from . import plotly_json
 from .figures import ACCEPTED, BONUS, EMPIRICAL, FONT, LAW, NOT_REACHED, REPLACED, TARGET, _layout
 
 REJECTED = "#c62828"  # the coin landed at or above p/q
@@ -25,7 +25,7 @@ def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
     and the coin u as a black diamond. Positions after the first rejection are greyed out: their
     coins never count. ``steps`` are :class:`specviz.app.one_round.CoinStep`.
     """
-    fig = go.Figure()
+    fig = plotly_json.blank()
     rows = list(steps)[::-1]  # draft 1 on top
     labels = [f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}, {s.state}" for s in rows]
     dim = [s.state == "not reached" for s in rows]
@@ -47,7 +47,7 @@ def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figu
     """The law the last token is drawn from (the residual or p) cut into one segment per token along
     [0, 1), and the coin that picks the segment it lands in (inverse CDF)."""
     law = np.asarray(dist, dtype=np.float64)
-    fig = go.Figure()
+    fig = plotly_json.blank()
     palette = REPLACED if kind == "replacement" else BONUS
     for v, w in enumerate(law):
         if w <= 0:
@@ -71,7 +71,7 @@ def round_histogram(target_probs: Sequence[float], counts: Sequence[int], title:
     n = float(c.sum())
     f = c / n if n else np.zeros_like(p)
     x = [f"token {v}" for v in range(p.size)]
-    fig = go.Figure()
+    fig = plotly_json.blank()
     half = 2 * np.sqrt(p * (1 - p) / n) if n else np.zeros_like(p)
     fig.add_bar(x=x, y=f, name=f"emitted ({int(n):,} tokens)", marker_color=EMPIRICAL,
                 error_y=dict(type="data", array=half, color="#455a64", thickness=1.5),
@@ -95,7 +95,7 @@ def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | N
     M, V = counts.shape
     rows = -(-M // PANEL_COLUMNS)
     names = [f"{i + 1}" + (f": {notes[i]}" if notes else "") for i in range(M)]
-    fig = make_subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=names, shared_yaxes=True,
+    fig = plotly_json.subplots(rows=rows, cols=PANEL_COLUMNS, subplot_titles=names, shared_yaxes=True,
                         horizontal_spacing=0.015, vertical_spacing=0.2)  # fmt: skip
     x = [str(v) for v in range(V)]
     top = float(max(p.max(), (counts / counts.sum(axis=1, keepdims=True)).max())) * 1.1

@@ -20,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..errors import InputError
+from . import plotly_json
 
 CHAINS = "k chains from the root"
 KARY = "full k-ary tree"
@@ -82,7 +83,7 @@ def shape_figure(parents: Sequence[int], title: str, height: int = 260) -> go.Fi
     for node in range(1, par.size):
         ex += [x[par[node]], x[node], None]
         ey += [-depth[par[node]], -depth[node], None]
-    fig = go.Figure()
+    fig = plotly_json.blank()
     fig.add_scatter(x=ex, y=ey, mode="lines", line={"color": "#9e9e9e", "width": 2}, hoverinfo="skip",
                     showlegend=False)  # fmt: skip
     fig.add_scatter(
@@ -91,7 +92,8 @@ def shape_figure(parents: Sequence[int], title: str, height: int = 260) -> go.Fi
         hovertext=["context"] + [f"draft node {i}, depth {int(depth[i])}" for i in range(1, par.size)],
         hoverinfo="text",
     )  # fmt: skip
-    fig.update_layout(
+    return plotly_json.finish(
+        fig,
         # anchored inside the figure's top edge (as specviz.app.figures does): by default it rose above it
         title=dict(text=f"{title}: {par.size - 1} drafts", x=0, xanchor="left", y=0.98, yanchor="top",
                    yref="container"),
@@ -101,4 +103,3 @@ def shape_figure(parents: Sequence[int], title: str, height: int = 260) -> go.Fi
         yaxis={"visible": False},
         font_size=14,
     )
-    return fig
