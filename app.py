@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 
 from specviz import InputError
 from specviz.app import flow, links, presenter, serving, warm
@@ -39,6 +41,11 @@ def refuse_clear_cache() -> None:
 
 
 refuse_clear_cache()
+serving.return_freed_memory()  # once per process (cached): freed NumPy arrays go back to the system
+# Compiled page scripts stay compiled when the last visitor leaves (no watcher: an edit needs a restart).
+_scripts = getattr(Runtime.instance(), "_script_cache", None) if Runtime.exists() else None
+if isinstance(_scripts, ScriptCache):  # not under streamlit.testing's AppTest, which compiles the pages itself
+    serving.keep_compiled_pages(_scripts, st.get_option("server.fileWatcherType"))
 
 # Presenter mode is read before the page config: it decides whether the sidebar starts collapsed.
 if links.PRESENT_KEY not in st.session_state:
@@ -109,8 +116,10 @@ finally:  # also after st.stop(): the page's modules are imported by now
         with st.container(key=presenter.NEXT_KEY):  # last on screen in presenter mode too (see presenter.py)
             st.divider()
             st.page_link(following, label=f"Next: {following.title}", icon=":material/arrow_forward:")
-    # Streamlit collects garbage after every run, walking every object of the process (0.2 s here):
-    # the first run of each page freezes the imported heap out of that walk (specviz/app/serving.py).
+    # Streamlit's collection after every run is off (runner.postScriptGC in .streamlit/config.toml): a full
+    # collection walks every visitor's objects, so here it runs at most every serving.GC_INTERVAL_S, and the
+    # first run of each page freezes the imported heap out of that walk (specviz/app/serving.py).
     serving.freeze_heap(page.url_path)
+    serving.collect_garbage()
 # Anything else is Streamlit's: it logs the traceback on the server and, with client.showErrorDetails
 # = "none" in .streamlit/config.toml, shows visitors a generic message without paths or code.

@@ -6,6 +6,7 @@ import gc
 import sys
 import threading
 import types
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +238,61 @@ def test_the_slots_a_deployment_sets() -> None:
     for bad in ("0", "two", "-1", ""):
         with pytest.raises(InputError, match=f"{serving.SLOTS_ENV}: expected an integer >= 1"):
             serving.slots_from_env({serving.SLOTS_ENV: bad})
+
+
+def test_collect_garbage_runs_at_most_once_per_interval() -> None:
+    clock = [1000.0]
+    serving._LAST_GC[0] = float("-inf")
+    collected = []
+    gc.callbacks.append(lambda phase, info: collected.append(info["generation"]) if phase == "start" else None)
+    try:
+        assert serving.collect_garbage(lambda: clock[0]) is True
+        assert collected == [2]  # a full collection
+        clock[0] += serving.GC_INTERVAL_S / 2
+        assert serving.collect_garbage(lambda: clock[0]) is False  # negative control: too soon, nothing ran
+        assert collected == [2]
+        clock[0] += serving.GC_INTERVAL_S
+        assert serving.collect_garbage(lambda: clock[0]) is True
+        assert collected == [2, 2]
+    finally:
+        gc.callbacks.pop()
+        serving._LAST_GC[0] = float("-inf")
+
+
+def test_streamlit_no_longer_collects_after_every_run() -> None:
+    """app.py collects (rate-limited); Streamlit's own full collection after each run is off in the config."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False
+    assert "serving.collect_garbage()" in (root / "app.py").read_text()
+
+
+def test_compiled_pages_are_kept_without_a_file_watcher(tmp_path: Path) -> None:
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+
+    script = tmp_path / "page.py"
+    script.write_text("x = 1\n")
+    watched, kept = ScriptCache(), ScriptCache()
+    for cache in (watched, kept):
+        cache.get_bytecode(str(script))
+    assert serving.keep_compiled_pages(watched, "auto") is False  # a watcher: Streamlit's behaviour
+    assert serving.keep_compiled_pages(kept, "none") is True
+    assert serving.keep_compiled_pages(kept, "none") is True  # twice: still one replacement
+    watched.clear()
+    kept.clear()  # what Streamlit calls when the process's last visitor leaves
+    assert str(script) not in watched._cache  # negative control: the watched cache forgot it
+    assert str(script) in kept._cache
+
+
+def test_return_freed_memory_sets_glibc_threshold() -> None:
+    """On glibc, mallopt(M_MMAP_THRESHOLD) accepts the setting (returns 1); elsewhere it says False."""
+    import ctypes.util
+    import platform
+
+    result = serving.return_freed_memory()
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" and ctypes.util.find_library("c"):
+        assert result is True
+    else:
+        assert result is False

@@ -2,8 +2,12 @@
 
 No Streamlit here; app.py and the pages call these.
 
-- :func:`freeze_heap` once per page per process: Streamlit runs a full garbage collection
-  after every script run (``runner.postScriptGC``), and a full collection walks every object
+- :func:`collect_garbage` after every script run, in place of Streamlit's own collection
+  (``runner.postScriptGC``, off in .streamlit/config.toml): a full collection walks every live
+  object, every other visitor's session included, so with 30 visitors at once Streamlit's
+  collection after each of their runs cost a third of the process's CPU (py-spy, --gil). Here a
+  full collection runs at most once per :data:`GC_INTERVAL_S` per process, whoever is visiting.
+- :func:`freeze_heap` once per page per process: a full collection walks every object
   the process holds: with NumPy, SciPy, torch and Plotly imported that is ~280,000 objects and
   0.2-0.25 s of CPU, 3-5x the whole cost of a hello-world page load. Objects alive after the
   first run of a page (modules, their functions and constants) are moved out of the
@@ -12,6 +16,14 @@ No Streamlit here; app.py and the pages call these.
   many sessions' live objects are frozen with it (they are freed by reference counting when
   the session ends; only a reference cycle among them would stay), and once more after any run
   that follows new imports.
+- :func:`keep_compiled_pages`: Streamlit forgets every compiled page script whenever the last
+  visitor of the process disconnects, so that a visitor who arrives alone recompiles app.py and
+  the page (a fifth of a fresh page load). Without a file watcher nothing would tell it of an
+  edit anyway: the compiled scripts are kept for the life of the process.
+- :func:`return_freed_memory`: glibc's allocator keeps memory that NumPy freed in pieces the next
+  computation cannot reuse; asked once per process, it maps every block of 4 MB or more on its own
+  and gives it back to the system when it is freed (Tokens per step, 30 visitors at once:
+  2.3 GB at the peak without it, 1.05 GB with it; docs/serving.md).
 - :class:`HeavyQueue`: at most ``slots`` heavy computations at once per process, the others
   wait in arrival order and can read their place; one result per parameter set is shared by
   every visitor who asks for it while it is being computed (single flight), so a tab that is
@@ -20,10 +32,14 @@ No Streamlit here; app.py and the pages call these.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import gc
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, Protocol, TypeVar
@@ -55,6 +71,76 @@ def freeze_heap(page: str) -> bool:
         gc.freeze()
         _MODULES_AT_FREEZE[0] = len(sys.modules)
         return True
+
+
+GC_INTERVAL_S = 2.0  # at most one full collection per this many seconds per process
+_LAST_GC = [float("-inf")]
+_GC_LOCK = threading.Lock()
+
+
+def collect_garbage(now: Callable[[], float] = time.monotonic) -> bool:
+    """A full collection, unless one ran in this process less than :data:`GC_INTERVAL_S` ago.
+
+    Reference counting frees almost everything a run leaves behind; the collection is for
+    reference cycles (a figure and its parent links, a traceback), and one every few seconds
+    bounds what they hold however many visitors there are. Returns True when it collected.
+    """
+    t = now()
+    with _GC_LOCK:
+        if t - _LAST_GC[0] < GC_INTERVAL_S:
+            return False
+        _LAST_GC[0] = t
+    gc.collect()
+    return True
+
+
+class _CompiledScripts(Protocol):
+    """Streamlit's ScriptCache: compiled page scripts by path."""
+
+    def clear(self) -> None: ...
+
+
+def keep_compiled_pages(cache: _CompiledScripts, file_watcher: str) -> bool:
+    """Make ``cache.clear`` keep the compiled scripts when no file watcher runs; True once it does.
+
+    With a watcher (``--server.fileWatcherType auto`` while editing the app) nothing changes:
+    Streamlit clears the cache on every edit and when the last visitor leaves.
+    """
+    if file_watcher != "none":
+        return False
+    if not getattr(cache.clear, "keeps", False):
+
+        def keep() -> None:  # an edit needs a restart, as it already does without a watcher
+            return None
+
+        keep.keeps = True  # type: ignore[attr-defined]
+        cache.clear = keep  # type: ignore[method-assign]
+    return True
+
+
+MMAP_THRESHOLD = 4 * 2**20  # glibc: blocks of this many bytes or more get their own mapping, freed at once
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+@functools.cache
+def return_freed_memory(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Ask glibc to map every block of ``threshold`` bytes or more on its own; False where there is no glibc.
+
+    The same as starting the process with ``MALLOC_MMAP_THRESHOLD_=4194304`` (serve/hall.sh does),
+    for a plain ``streamlit run app.py``. Setting it also stops glibc from raising the
+    threshold by itself after large blocks are freed, which is what let the heap grow.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # musl, macOS: no mallopt
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 HEAVY_SLOTS = 2  # heavy computations at once per process: one per core of the 2-core laptop this was measured on
