@@ -20,8 +20,9 @@ server. Figures:
 
 --cpu measures what each action costs the server in CPU seconds (/proc/PID/stat, user + system,
 every thread), one visitor at a time: a fresh load of every page at default settings and a
-Bug-lab click, beside the same figure for a hello-world app (benchmarks/hello.py) served with
-the same flags in the same run: that is Streamlit's own floor, and the ratio is what the app adds.
+Bug-lab click, beside the same figure for a hello-world app (benchmarks/hello.py) served in the
+same run twice: with Streamlit's defaults (a full garbage collection after every run), the floor
+the ratio is taken against, and with the app's own config, which turns that collection off.
 The machine may be shared: every figure is printed with the load average beside it.
 
 --crowd N has N students open a page from their own link at once and click its heavy button
@@ -193,14 +194,21 @@ async def cpu_of(pid: int, actions: list) -> tuple[float, list[float]]:
     return (cpu_s(pid) - before) / len(walls), walls
 
 
-async def cpu_table(url: str, pid: int, floor_url: str, floor_pid: int, repeats: int) -> None:
-    """Per page and per click: server CPU per action beside the hello-world floor, one visitor at a time."""
-    for _ in range(3):  # warm-up
-        await fresh_load(floor_url, "")
-    floor, floor_walls = await cpu_of(floor_pid, [fresh_load(floor_url, "") for _ in range(repeats)])
+async def cpu_table(url: str, pid: int, floors: list[tuple[str, str, int]], repeats: int) -> None:
+    """Per page and per click: server CPU per action beside the hello-world floors, one visitor at a time.
+
+    ``floors``: (name, url, pid) of hello-world servers; the ratio is against the first of them.
+    """
+    cpus = []
+    for name, floor_url, floor_pid in floors:
+        for _ in range(3):  # warm-up
+            await fresh_load(floor_url, "")
+        cpus.append((name, *await cpu_of(floor_pid, [fresh_load(floor_url, "") for _ in range(repeats)])))
+    floor = cpus[0][1]
     print(f"{'action (one visitor at a time)':40s} {'n':>3s} {'wall med s':>10s} {'CPU s':>7s} {'/ floor':>8s}  load")
-    print(f"{'hello-world app (the floor)':40s} {repeats:3d} {statistics.median(floor_walls):10.3f} {floor:7.3f} "
-          f"{1.0:8.2f}  {load_average()}")  # fmt: skip
+    for name, cpu, walls in cpus:
+        print(f"{name:40s} {repeats:3d} {statistics.median(walls):10.3f} {cpu:7.3f} {cpu / floor:8.2f}  "
+              f"{load_average()}")  # fmt: skip
     for page in app_pages():
         for _ in range(2):  # this page's first runs: imports, caches
             await fresh_load(url, page)
@@ -319,6 +327,9 @@ CLICKS = {  # the heaviest clicks: page, the link a student opens, the button, a
 }
 
 
+FIRST_STUDENT = 1_000_000  # the crowd's student numbers start here (the warm-up's are below)
+
+
 async def crowd_visitor(url: str, heavy: str, i: int) -> dict:
     """One student: open a page from a link with their own settings, click its heavy button, check what they see."""
     page, query_of, button, expect = CLICKS[heavy]
@@ -333,10 +344,10 @@ async def crowd_visitor(url: str, heavy: str, i: int) -> dict:
         shown = parse_qs(v.link)  # the address bar the server wrote holds this student's settings, not another's
         mine = mine and all(shown.get(k) == [x] for k, x in query.items())
         waited = [t for t in v.texts if t.startswith("Waiting for a turn")]
-        return {"load": load_s, "run": run_s, "mine": mine, "waited": bool(waited), "error": None}
+        return {"load": load_s, "run": run_s, "mine": mine, "waited": bool(waited), "error": None, "i": i}
     except Exception as e:  # a dropped websocket (a killed process): counted, then reconnected with the link
         error = f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s: {str(e)[:160]}"
-        return {"load": None, "run": None, "mine": None, "waited": False, "error": error}
+        return {"load": None, "run": None, "mine": None, "waited": False, "error": error, "i": i}
     finally:
         await v.close()
 
@@ -368,7 +379,10 @@ async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | No
         print(f"killed process {pids[-1]} {kill_after:.1f} s into the run")
 
     watcher = asyncio.ensure_future(watch())
-    tasks = [crowd_visitor(url, heavy, i) for i in range(sessions)]
+    # Settings no earlier run asked for: the server keeps results per setting and shares them, so a second
+    # run with the same students' links would be answered from memory (a class that reloads, not a new one).
+    first = FIRST_STUDENT + int(time.time()) % 100_000 * 1_000
+    tasks = [crowd_visitor(url, heavy, first + i) for i in range(sessions)]
     if kill_after is not None:
         tasks.append(killer())
     t0 = time.perf_counter()
@@ -386,7 +400,7 @@ async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | No
           f"queue: {sum(r['waited'] for r in ok)}; lost: {len(lost)}"
           + (f" ({lost[0]['error']})" if lost else ""))  # fmt: skip
     if lost:  # the students whose process died open their link again
-        again = await asyncio.gather(*(crowd_visitor(url, heavy, 1000 + i) for i in range(len(lost))))
+        again = await asyncio.gather(*(crowd_visitor(url, heavy, r["i"]) for r in lost))  # the same link
         print(f"reconnected with their link: {sum(r['error'] is None and bool(r['mine']) for r in again)} of "
               f"{len(lost)} back with their own settings and a verdict")  # fmt: skip
     watcher.cancel()
@@ -420,12 +434,17 @@ def main() -> None:
         return
     if args.cpu:
         extra = args.server_args.split()
+        # Two floors: hello-world with Streamlit's own collection after every run (its default, the floor the
+        # issue measured), and with the app's flags (.streamlit/config.toml turns that collection off).
+        gc_on = [*extra, "--runner.postScriptGC", "true"]
         with browser.streamlit_server(extra_args=extra) as url, browser.streamlit_server(
-            extra_args=extra, script="benchmarks/hello.py"
-        ) as floor_url:
-            print(f"app {url}, floor {floor_url}, flags {extra or 'from .streamlit/config.toml'}")
+            extra_args=gc_on, script="benchmarks/hello.py"
+        ) as floor_url, browser.streamlit_server(extra_args=extra, script="benchmarks/hello.py") as same_url:
+            print(f"app {url}, floors {floor_url} and {same_url}, flags {extra or 'from .streamlit/config.toml'}")
             repeats = max(1, min(args.repeats, 50))
-            asyncio.run(cpu_table(url, browser.server_pid(url), floor_url, browser.server_pid(floor_url), repeats))
+            floors = [("hello-world, Streamlit's defaults (floor)", floor_url, browser.server_pid(floor_url)),
+                      ("hello-world, the app's config", same_url, browser.server_pid(same_url))]  # fmt: skip
+            asyncio.run(cpu_table(url, browser.server_pid(url), floors, repeats))
         return
     with browser.streamlit_server(extra_args=args.server_args.split()) as url:
         pid = browser.server_pid(url)

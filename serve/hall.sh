@@ -139,6 +139,7 @@ up() {
         ((SECONDS < deadline)) || { down; die "nginx did not answer on $ADDRESS:$PORT"; }
         sleep 0.2
     done
+    echo "$ADDRESS:$PORT" > "$DIR/listen"  # for status, whatever HALL_* it is called with
     echo "up: http://$ADDRESS:$PORT/ -> $n processes on 127.0.0.1:$APP_BASE..$((APP_BASE + n - 1)) (run files in $DIR)"
 }
 
@@ -150,6 +151,7 @@ down() {
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         rm -f "$DIR/nginx.pid"
     fi
+    rm -f "$DIR/listen"
     for f in "$DIR"/app-*.pid; do
         [ -f "$f" ] || continue
         pid="$(cat "$f")"
@@ -163,7 +165,9 @@ down() {
 
 status() {
     local f port
-    [ -f "$DIR/nginx.pid" ] && echo "nginx pid $(cat "$DIR/nginx.pid") on $ADDRESS:$PORT" || echo "nginx: not running"
+    local listen="$ADDRESS:$PORT"
+    [ -f "$DIR/listen" ] && listen="$(cat "$DIR/listen")"  # where up started it
+    [ -f "$DIR/nginx.pid" ] && echo "nginx pid $(cat "$DIR/nginx.pid") on $listen" || echo "nginx: not running"
     for f in "$DIR"/app-*.pid; do
         [ -f "$f" ] || continue
         port="${f##*/app-}"; port="${port%.pid}"

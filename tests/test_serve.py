@@ -98,6 +98,8 @@ def test_negative_control_one_visitor_alone_is_never_told_to_wait() -> None:
 def test_serving_docs_state_the_code_s_bounds() -> None:
     text = " ".join((ROOT / "docs" / "serving.md").read_text().split())
     assert f"`serving.HEAVY_SLOTS` = {serving.HEAVY_SLOTS} heavy computations" in text
+    assert f"`serving.GC_INTERVAL_S` = {serving.GC_INTERVAL_S:g} seconds" in text
+    assert f"`MALLOC_MMAP_THRESHOLD_={serving.MMAP_THRESHOLD}`" in text  # what app.py asks glibc for
 
 
 def test_serving_docs_state_the_script_s_settings() -> None:
@@ -259,6 +261,9 @@ def test_hall_two_processes_behind_nginx(tmp_path: Path) -> None:
         assert all(r["error"] is None and r["mine"] for r in seen), seen
         status = hall(env, "status").stdout
         assert f"127.0.0.1:{base}: health 200" in status and f"127.0.0.1:{base + 1}: health 000" in status, status
+        # Called with only HALL_DIR, status still names where up started nginx (not the default port).
+        only_dir = hall({"HALL_DIR": env["HALL_DIR"], "HALL_PORT": "", "HALL_APP_BASE": ""}, "status").stdout
+        assert f"on 127.0.0.1:{port}\n" in only_dir, only_dir
     finally:
         down = hall(env, "down")
     assert down.returncode == 0 and not list((tmp_path / "hall").glob("*.pid"))
