@@ -14,6 +14,7 @@ from specviz.app import flow, links, presenter, serving, warm
 log = logging.getLogger("specviz.app")
 warm.start()  # once per process: torch and the court's first enumeration load in the background, not in a click
 ESCAPED_KEY = "app.escaped_input_error"
+SCRIPTS_WARNED = "app.warned_script_cache"
 CLEAR_CACHE_REFUSED = "A visitor sent clear_cache: refused (the caches are every visitor's); their own state cleared"
 
 
@@ -46,6 +47,9 @@ serving.return_freed_memory()  # once per process (cached): freed NumPy arrays g
 _scripts = getattr(Runtime.instance(), "_script_cache", None) if Runtime.exists() else None
 if isinstance(_scripts, ScriptCache):  # not under streamlit.testing's AppTest, which compiles the pages itself
     serving.keep_compiled_pages(_scripts, st.get_option("server.fileWatcherType"))
+elif Runtime.exists() and type(Runtime.instance()) is Runtime and not st.session_state.get(SCRIPTS_WARNED):
+    st.session_state[SCRIPTS_WARNED] = True  # once per session: Streamlit renamed what keep_compiled_pages needs
+    log.warning("Streamlit's Runtime has no _script_cache: page scripts are compiled again for lone visitors")
 
 # Presenter mode is read before the page config: it decides whether the sidebar starts collapsed.
 if links.PRESENT_KEY not in st.session_state:

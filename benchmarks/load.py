@@ -42,6 +42,7 @@ import argparse
 import asyncio
 import os
 import re
+import secrets
 import statistics
 import sys
 import time
@@ -381,7 +382,7 @@ async def crowd(url: str, pids: list[int], sessions: int, kill_after: float | No
     watcher = asyncio.ensure_future(watch())
     # Settings no earlier run asked for: the server keeps results per setting and shares them, so a second
     # run with the same students' links would be answered from memory (a class that reloads, not a new one).
-    first = FIRST_STUDENT + int(time.time()) % 100_000 * 1_000
+    first = FIRST_STUDENT + secrets.randbelow(10**9) * MAX_SESSIONS
     tasks = [crowd_visitor(url, heavy, first + i) for i in range(sessions)]
     if kill_after is not None:
         tasks.append(killer())

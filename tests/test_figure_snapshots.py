@@ -127,7 +127,8 @@ def test_the_snapshots_cover_every_page(recorded: dict[str, list]) -> None:
     app = (Path(__file__).resolve().parents[1] / "app.py").read_text()
     import re
 
-    assert {f"app_pages/{p}" for p in re.findall(r'st\.Page\("app_pages/([a-z_]+\.py)"', app)} <= pages
+    listed = {f"app_pages/{p}" for p in re.findall(r'st\.Page\("app_pages/([a-z_]+\.py)"', app)}
+    assert len(listed) >= 11 and listed <= pages, listed
     assert sum(c is not None for v in recorded.values() for c in v) >= 30  # compared, not just counted
 
 

@@ -26,11 +26,22 @@ from plotly.subplots import make_subplots
 pio.templates.default = "plotly_white"
 
 
+_WHOLE = frozenset(p for p in go.Layout()._valid_props if "_" in p)  # paper_bgcolor, plot_bgcolor
+
+
 def nest(props: dict[str, Any]) -> dict[str, Any]:
-    """Plotly's magic underscores spelled out: ``{"yaxis_title": "p"}`` -> ``{"yaxis": {"title": "p"}}``."""
+    """A layout's magic underscores spelled out: ``{"yaxis_title": "p"}`` -> ``{"yaxis": {"title": "p"}}``.
+
+    A layout property whose own name holds an underscore (``paper_bgcolor``) stays whole.
+    """
     out: dict[str, Any] = {}
     for key, value in props.items():
-        *path, last = key.split("_")
+        head = next((w for w in _WHOLE if key == w or key.startswith(w + "_")), None)
+        if head is None:
+            names = key.split("_")
+        else:
+            names = [head, *key[len(head) + 1 :].split("_")] if key != head else [head]
+        *path, last = names
         node = out
         for part in path:
             node = node.setdefault(part, {})
@@ -51,7 +62,11 @@ def merge(into: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def parts(fig: go.Figure) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The traces and the layout ``fig`` holds so far, as plain JSON, without the template plotly adds."""
+    """The traces and the layout ``fig`` holds so far, as plain JSON, without its template.
+
+    The builders never set one: the finished figure gets plotly's default (figures.py), as a
+    figure built by ``go.Figure()`` does. A template set on ``fig`` by hand would be dropped.
+    """
     layout = fig.layout.to_plotly_json()
     layout.pop("template", None)
     return [t.to_plotly_json() for t in fig.data], layout

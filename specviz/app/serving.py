@@ -5,14 +5,15 @@ No Streamlit here; app.py and the pages call these.
 - :func:`collect_garbage` after every script run, in place of Streamlit's own collection
   (``runner.postScriptGC``, off in .streamlit/config.toml): a full collection walks every live
   object, every other visitor's session included, so with 30 visitors at once Streamlit's
-  collection after each of their runs cost a third of the process's CPU (py-spy, --gil). Here a
-  full collection runs at most once per :data:`GC_INTERVAL_S` per process, whoever is visiting.
+  collection after each of their runs cost a third of the process's CPU (py-spy, --gil). Here the
+  app asks for a full collection at most once per :data:`GC_INTERVAL_S` per process, whoever is
+  visiting (CPython's own automatic collections still run, as they always did).
 - :func:`freeze_heap` once per page per process: a full collection walks every object
   the process holds: with NumPy, SciPy, torch and Plotly imported that is ~280,000 objects and
   0.2-0.25 s of CPU, 3-5x the whole cost of a hello-world page load. Objects alive after the
   first run of a page (modules, their functions and constants) are moved out of the
   collector's reach with :func:`gc.freeze`; what one visitor's run leaves behind is still
-  collected after each run. Freezing happens at most once per page url path, so at most that
+  collected, by the next :func:`collect_garbage`. Freezing happens at most once per page url path, so at most that
   many sessions' live objects are frozen with it (they are freed by reference counting when
   the session ends; only a reference cycle among them would stay), and once more after any run
   that follows new imports.
@@ -23,7 +24,7 @@ No Streamlit here; app.py and the pages call these.
 - :func:`return_freed_memory`: glibc's allocator keeps memory that NumPy freed in pieces the next
   computation cannot reuse; asked once per process, it maps every block of 4 MB or more on its own
   and gives it back to the system when it is freed (Tokens per step, 30 visitors at once:
-  2.3 GB at the peak without it, 1.05 GB with it; docs/serving.md).
+  2.3 GB at the peak without it, 1.2 GB with it on a plain ``streamlit run``; docs/serving.md).
 - :class:`HeavyQueue`: at most ``slots`` heavy computations at once per process, the others
   wait in arrival order and can read their place; one result per parameter set is shared by
   every visitor who asks for it while it is being computed (single flight), so a tab that is
@@ -33,7 +34,6 @@ No Streamlit here; app.py and the pages call these.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import gc
 import os
@@ -54,6 +54,7 @@ _FREEZE_LOCK = threading.Lock()
 
 
 _MODULES_AT_FREEZE = [0]  # len(sys.modules) when the heap was last frozen
+_LAST_GC = [float("-inf")]  # time.monotonic() of the last full collection the app asked for
 
 
 def freeze_heap(page: str) -> bool:
@@ -68,13 +69,13 @@ def freeze_heap(page: str) -> bool:
             return False
         _FROZEN.add(page)
         gc.collect()
+        _LAST_GC[0] = time.monotonic()  # that was a full collection: collect_garbage need not run another now
         gc.freeze()
         _MODULES_AT_FREEZE[0] = len(sys.modules)
         return True
 
 
 GC_INTERVAL_S = 10.0  # at most one full collection per this many seconds per process (0.27 s each with 30 visitors)
-_LAST_GC = [float("-inf")]
 _GC_LOCK = threading.Lock()
 
 
@@ -122,21 +123,24 @@ MMAP_THRESHOLD = 4 * 2**20  # glibc: blocks of this many bytes or more get their
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
+MMAP_ENV = "MALLOC_MMAP_THRESHOLD_"  # glibc reads it at start-up; an operator who sets it keeps their value
+
+
 @functools.cache
-def return_freed_memory(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Ask glibc to map every block of ``threshold`` bytes or more on its own; False where there is no glibc.
+def return_freed_memory(threshold: int = MMAP_THRESHOLD, environ: tuple[tuple[str, str], ...] | None = None) -> bool:
+    """Ask glibc to map every block of ``threshold`` bytes or more on its own; True when it was set here.
 
     The same as starting the process with ``MALLOC_MMAP_THRESHOLD_=4194304`` (serve/hall.sh does),
     for a plain ``streamlit run app.py``. Setting it also stops glibc from raising the
-    threshold by itself after large blocks are freed, which is what let the heap grow.
+    threshold by itself after large blocks are freed, which is what let the heap grow. False
+    where there is no glibc (musl, macOS), and where ``MALLOC_MMAP_THRESHOLD_`` is already in
+    the environment (``environ``: its items, default os.environ): the operator's value stands.
     """
-    name = ctypes.util.find_library("c")
-    if name is None:
+    if MMAP_ENV in (dict(environ) if environ is not None else os.environ):
         return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl, macOS: no mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: glibc's, where it is glibc
+    except (OSError, AttributeError):  # no mallopt
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
