@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +44,12 @@ def texts(elements) -> str:
 def link(at: AppTest) -> dict[str, str]:
     """The address bar's query parameters, one value each."""
     return {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+
+
+def plotly_array(v) -> np.ndarray:
+    """A trace array as Plotly serializes it: a list, or base64 bytes with a dtype (and a shape, if 2-D)."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+        shape = v.get("shape")
+        return a.reshape([int(n) for n in str(shape).split(",")]) if shape else a
+    return np.asarray(v)

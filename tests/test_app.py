@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest import metric, open_page, texts
+from apptest import metric, open_page, plotly_array, texts
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import batch_demo, limits, links, position, results, speed
@@ -149,15 +149,6 @@ def test_exact_link_reproduces_the_demo_and_bad_values_are_noted():
     law = theory.position_law([0.1, 0.6, 0.1, 0.2], [0.4, 0.1, 0.4, 0.1], "unclamped_residual")
     assert metric(at, "TV(output law, p)") == f"{theory.total_variation(law, [0.1, 0.6, 0.1, 0.2]):.6f}"
     assert at.query_params == {**query, "K": "1"}  # the link now holds what is shown
-
-
-def plotly_array(v) -> np.ndarray:
-    """A trace array as Plotly serializes it: a list, or base64 bytes with a dtype."""
-    import base64
-
-    if isinstance(v, dict) and "bdata" in v:
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-    return np.asarray(v)
 
 
 def chart_spec(at: AppTest, index: int) -> dict:

@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's specviz
-from apptest import open_page  # noqa: E402
+from apptest import open_page, plotly_array  # noqa: E402
 
 from specviz.app import interview  # noqa: E402
 
@@ -82,11 +82,7 @@ def record() -> dict[str, list]:
 
 
 def _array(v: object) -> object:
-    if isinstance(v, dict) and set(v) >= {"bdata", "dtype"}:
-        shape = v.get("shape")
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in str(shape).split(",")]) if shape else a
-    return v
+    return plotly_array(v) if isinstance(v, dict) and set(v) >= {"bdata", "dtype"} else v
 
 
 def same(a: object, b: object, path: str = "") -> str:

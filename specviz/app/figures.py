@@ -34,19 +34,15 @@ FONT = dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", siz
 
 
 def _layout(fig: go.Figure | tuple[list[dict[str, Any]], dict[str, Any]], title: str, **kw: Any) -> go.Figure:
-    """``fig`` with the shared title, font, margins and legend, and ``kw`` (update_layout's arguments).
-
-    ``fig`` is a figure, or its traces and layout as plotly's JSON (plain dicts), the cheapest way.
-    """
-    data, layout = plotly_json.parts(fig) if isinstance(fig, go.Figure) else fig
-    plotly_json.merge(layout, {
-        "title": dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container"),
-        "font": dict(FONT),
-        "margin": dict(l=10, r=10, t=84, b=10),
-        "legend": dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
-    })  # fmt: skip
-    plotly_json.merge(layout, plotly_json.nest(kw))
-    return go.Figure(data=data, layout=layout)
+    """``fig`` (a figure, or its JSON parts) with the shared title, font, margins and legend, and ``kw``."""
+    return plotly_json.finish(
+        fig,
+        title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", yref="container"),
+        font=FONT,
+        margin=dict(l=10, r=10, t=84, b=10),
+        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0),
+        **kw,
+    )
 
 
 def _tokens(V: int) -> list[str]:
@@ -240,9 +236,8 @@ def token_strips(
     scale = []
     for k, color in enumerate(_STATE_COLORS):
         scale += [[k / len(STATES), color], [(k + 1) / len(STATES), color]]
-    fig = go.Figure(
-        layout={"template": {}},  # see plotly_json.blank()
-        data=go.Heatmap(
+    fig = plotly_json.blank(
+        go.Heatmap(
             z=codes,
             x=[f"slot {i}" for i in range(K1)],
             y=[f"row {b}" for b in range(R)],
@@ -291,9 +286,8 @@ def accepted_histogram(num_accepted: np.ndarray, K: int, num_draft: np.ndarray |
 
 def timing_bar(backends: Sequence[str], rows_per_second: Sequence[float]) -> go.Figure:
     """Rows verified per second, one bar per backend."""
-    fig = go.Figure(
-        layout={"template": {}},  # see plotly_json.blank()
-        data=go.Bar(
+    fig = plotly_json.blank(
+        go.Bar(
             x=list(backends),
             y=list(rows_per_second),
             marker_color=BONUS,

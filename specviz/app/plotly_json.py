@@ -72,24 +72,25 @@ def parts(fig: go.Figure) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return [t.to_plotly_json() for t in fig.data], layout
 
 
-def blank() -> go.Figure:
-    """An empty figure to add traces to, finished by :func:`finish` (or ``figures._layout``).
+def blank(*traces: Any) -> go.Figure:
+    """A figure holding ``traces`` (none: empty) to add more to, finished by :func:`finish`.
 
     Without plotly's default template: each figure that gets it copies it whole (4 ms here), and
     :func:`finish` gives the finished figure its one copy.
     """
-    return go.Figure(layout={"template": {}})
+    return go.Figure(data=list(traces), layout={"template": {}})
 
 
-def finish(fig: go.Figure, **kw: Any) -> go.Figure:
+def finish(fig: go.Figure | tuple[list[dict[str, Any]], dict[str, Any]], **kw: Any) -> go.Figure:
     """``fig.update_layout(**kw)``, rebuilt from its JSON in one validated construction.
 
-    update_layout parses each argument's path through plotly's property tree: 15 ms a figure
-    here (benchmarks/load.py --cpu), where the rebuild takes about 2. The figure comes back with
-    plotly's default template, as one built by ``go.Figure()`` has it.
+    ``fig`` is a figure, or its traces and layout already as plotly's JSON (plain dicts, the
+    cheapest way). update_layout parses each argument's path through plotly's property tree: 15 ms
+    a figure here (benchmarks/load.py --cpu), where the rebuild takes about 2. The figure comes
+    back with plotly's default template, as one built by ``go.Figure()`` has it.
     tests/test_figure_snapshots.py holds every chart against what update_layout made of it.
     """
-    data, layout = parts(fig)
+    data, layout = parts(fig) if isinstance(fig, go.Figure) else fig
     return go.Figure(data=data, layout=merge(layout, nest(kw)))
 
 
