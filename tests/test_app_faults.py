@@ -9,6 +9,8 @@ from apptest import metric, open_page, texts
 
 from specviz.errors import InputError
 
+pytestmark = pytest.mark.heavy  # the app without torch, in a subprocess: left out of the quick subset
+
 ESCAPED_KEY = "app.escaped_input_error"
 
 

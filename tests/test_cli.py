@@ -16,6 +16,8 @@ from specviz.proof import prove as prove_mod
 from specviz.proof.bugs import BUGS
 from specviz.proof.prove import SCENARIOS
 
+pytestmark = pytest.mark.heavy  # prove runs through the CLI: left out of the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from specviz.proof.bugs import BUGS
 from specviz.proof.engine_bugs import FAULTS
 from specviz.proof.scenarios import SCENARIOS
 
+pytestmark = pytest.mark.heavy  # fresh interpreters: left out of the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH = 100
 SMALL = ["--n", "2000", "--scenarios", "reference", "--bugs", "none"]

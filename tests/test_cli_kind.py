@@ -11,6 +11,8 @@ import pytest
 from specviz import cli
 from specviz.proof import prove
 
+pytestmark = pytest.mark.heavy  # prove runs through the CLI: left out of the quick subset
+
 FAST = ["--n", "20000", "--quiet", "--scenarios", "reference"]
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # builds and installs the wheel: left out of the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ("numpy", "scipy")  # the declared runtime dependencies
 OPTIONAL = ("torch", "streamlit", "plotly", "pandas", "numba")  # extras: must not be needed to import specviz

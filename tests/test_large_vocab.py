@@ -28,6 +28,8 @@ from specviz import Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
 from specviz.verifiers import reference
 
+pytestmark = pytest.mark.heavy  # V up to 32001, chi-square at V = 600: left out of the quick subset
+
 QUANT = 2**48  # documented: each weight is floored to a multiple of 2^-48 (exact Python int)
 BLOCK = 256  # tokens per block of the two-level search (specviz.verifiers._sample.BLOCK)
 NUMPY_CHUNK_ELEMS = 2**16  # columns x rows per chunk on NumPy (specviz.verifiers._xp.NumpyOps.chunk_elems)

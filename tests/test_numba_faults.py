@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # a fresh interpreter per broken cache: left out of the quick subset
+
 pytest.importorskip("numba")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,6 +22,8 @@ from specviz.proof.prove import DEFAULT_N, HOME, SCENARIOS, bonus_shapes, defaul
 from specviz.verifiers import reference
 from tests import user_verifiers as uv
 
+pytestmark = pytest.mark.heavy  # the mutants through whole prove runs: left out of the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = {m.name: m for m in uv.MUTANTS}
 

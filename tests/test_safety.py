@@ -19,6 +19,8 @@ from streamlit.testing.v1 import AppTest
 from specviz import InputError
 from specviz.app import batch_demo, limits, links
 
+pytestmark = pytest.mark.heavy  # hostile links on every page: left out of the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "evil.invalid"  # a reserved name: nothing resolves it, so a test can never reach a real host
 PAYLOADS = [

@@ -32,6 +32,8 @@ from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 
 from specviz.app import serving  # noqa: E402
 
+pytestmark = pytest.mark.heavy  # nginx and app processes: left out of the quick subset
+
 WAIT_S = 15.0
 
 

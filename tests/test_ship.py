@@ -22,6 +22,8 @@ from specviz.proof import adapters, ship, sweep
 from specviz.proof.shipped import prove_shipped
 from tests import user_verifiers as uv
 
+pytestmark = pytest.mark.heavy  # prove --vocab end to end: left out of the quick subset
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 torch = pytest.importorskip("torch")
 

@@ -13,6 +13,8 @@ from specviz.proof import stats
 from specviz.proof.bugs import BUGS
 from specviz.verifiers.processing import Settings
 
+pytestmark = pytest.mark.heavy  # the n-gram models trained and run: left out of the quick subset
+
 
 def witten_bell(corpus: str, order: int, history: str, V: int) -> np.ndarray:
     """Plain dictionary reference: interpolated Witten-Bell down to uniform, one history."""
