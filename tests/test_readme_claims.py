@@ -130,3 +130,14 @@ def test_speed_section_sum_margin_is_the_codes():
         assert int(r["block"]) == _sample.BLOCK
     # The margin covers a float32 sum's error (blocks of BLOCK added in float32) with room to spare.
     assert _sample.SUM_MARGIN > 2 * _sample.BLOCK * 2.0**-24
+
+
+def test_the_app_address_readme_gives_is_the_one_the_server_prints():
+    import tomllib
+
+    from streamlit import config
+
+    (url,) = grab(r"it prints the address to open, (http://[\d.]+:\d+)\)")
+    server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
+    port = server.get("port", config._config_options_template["server.port"].default_val)  # Streamlit's default
+    assert url == f"http://{server['address']}:{port}" and server["headless"]  # headless: no browser opens by itself
