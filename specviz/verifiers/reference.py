@@ -83,6 +83,7 @@ def _refused(p: np.ndarray, q: np.ndarray | None) -> NoReturn:
 
 
 def _draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Block and tree: :func:`inverse_cdf` on their float64 weights, a refused row named."""
     try:
         return inverse_cdf(w, u)
     except _Refused:
@@ -133,7 +134,7 @@ def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
 def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Step 3: (R,) the token after a rejection, from the residual; from p where it has no mass."""
     w = residual(p, q, x)
-    empty = on_grid(w).sum(axis=1) <= 0  # p == q up to rounding (NaN stays False: the draw refuses it)
+    empty = mass(w) <= 0  # p == q up to rounding (NaN stays False: the draw refuses it)
     w[empty] = p[empty]
     return inverse_cdf(w, u)
 
@@ -153,6 +154,7 @@ class ChainSteps(NamedTuple):
 
 def _chain(s: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
            us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
+    """The chain rule on P (B, K+1, V), Q (B, K, V) or None, x (B, K), j (B,), ua (B, K), us (B,)."""
     B, K = x.shape
     valid = np.arange(K) < j[:, None]  # (B, K)
     xs = np.where(valid, x, 0)  # (B, K) a column to read past num_draft
@@ -234,6 +236,8 @@ class BlockSteps(NamedTuple):
 
 def _block(s: BlockSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
            us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
+    """Block verification on the chain's arrays: every uniform compared with its threshold h_i, the
+    last pass tau kept, the token after it from the residual (a stop) or p_j (the bonus)."""
     B, K = x.shape
     ar, valid = np.arange(B), np.arange(K) < j[:, None]  # (B, K)
     xs = np.where(valid, x, 0)
