@@ -26,9 +26,9 @@ CERTIFIED = re.compile(r"(\d+) mismatches in ([\d,]+) rows .*-ln\(0\.05\)/n = [\
                        re.S)  # fmt: skip
 
 
-def replacement_from_p(p, q, x, u, draw):
+def replacement_from_p(p, q, x, u):
     """The negative control's step: after a rejection the token comes from p, not from the residual."""
-    return draw(p, u)
+    return reference.inverse_cdf(p, u)
 
 
 FROM_P = reference.with_step(reference.verify, "resample_from_p", replacement=replacement_from_p)

@@ -161,9 +161,9 @@ def test_prove_cli_fails_every_mutant_and_passes_every_variant(name):
 
 def test_a_bonus_only_bug_has_a_home_where_it_shows_and_is_caught_there():
     # The negative control for the L > K scenarios: the verifier with its bonus from row
-    # num_draft - 1 (the reference with its bonus_row step swapped), as a bug of specviz.proof.bugs would be.
-    fn = reference.with_step(reference.verify, "bonus_row_before", bonus_row=row_before)
-    bug = Bug("bonus_row_before", "", fn, ("bonus_row", "row_before"), None, "", "", True, False)
+    # num_draft - 1 (the reference with its last_draw step swapped), as a bug of specviz.proof.bugs would be.
+    fn = reference.with_step(reference.verify, "bonus_row_before", last_draw=row_before)
+    bug = Bug("bonus_row_before", "", fn, ("last_draw", "row_before"), None, "", "", True, False)
     assert default_home(bug) == ("bonus", "one_draft")
     assert all(HOME[name] for name in HOME)  # every bug of bugs.py has a home
     for sc in default_home(bug):

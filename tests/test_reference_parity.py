@@ -132,8 +132,7 @@ def test_flat_layout_and_validate_true_equal_the_reference(V, path, monkeypatch)
         flat = specviz.padded_to_flat(P, Q, x, j)
         valid = np.arange(4)[None, :] < j[:, None]
         uf = Uniforms(u.accept[valid], u.sample)  # the flat order of the same coins
-        want = reference.verify_flat(*flat, uniforms=uf)
-        assert_same(want, reference.verify(P, Q, x, j, uniforms=u), "reference flat == padded")
+        want = reference.verify(P, Q, x, j, uniforms=u)  # the same rows and coins, padded
         args = tuple(flat)
         if path.startswith("torch"):
             args = tuple(None if a is None else torch.tensor(a) for a in flat)
@@ -160,6 +159,14 @@ def test_a_seeded_generator_gives_the_engines_draws():
     (tP, tQ, tx, tj), _ = to_torch(P, Q, x, j, Uniforms(np.zeros((7, 3)), np.zeros(7)), torch.float32)
     got = specviz.verify(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(5))
     assert_same(got, reference.verify(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(5)), "torch rng")
+    # Block and tree draw in the same order (accept, then sample), from either kind of generator.
+    want = reference.verify_block(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(6))
+    assert_same(specviz.verify_block(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(6)), want, "block torch rng")
+    want = reference.verify_block(P, Q, x, j, rng=np.random.default_rng(6))
+    assert_same(specviz.verify_block(P, Q, x, j, rng=np.random.default_rng(6)), want, "block numpy rng")
+    batch = tree_mod.context_free_trees(P[0, 0], Q[0, 0], tree_mod.kary_parents(2, 2), 7, np.random.default_rng(7))
+    want = reference.verify_tree(*batch, rng=np.random.default_rng(8))
+    assert_same(specviz.verify_tree(*batch, rng=np.random.default_rng(8)), want, "tree numpy rng")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
@@ -176,11 +183,11 @@ def test_cuda_equals_the_reference(V):
 
 
 def inclusive(u, px, qx):
-    return (qx > 0) & (u * qx <= px)
+    return reference.Coins(u, (qx > 0) & (u * qx <= px))
 
 
-def from_p(p, q, x, u, draw):
-    return draw(p, u)
+def from_p(p, q, x, u):
+    return reference.inverse_cdf(p, u)
 
 
 def test_a_swapped_step_fails_parity():
@@ -203,7 +210,7 @@ def test_a_swapped_step_fails_parity():
 def test_with_step_replaces_exactly_one_named_step():
     with pytest.raises(specviz.InputError, match="swapped"):
         reference.with_step(reference.verify, "two", accept=inclusive, replacement=from_p)
-    with pytest.raises(specviz.InputError, match="one of coins"):
+    with pytest.raises(specviz.InputError, match="one of accept"):
         reference.with_step(reference.verify, "typo", acept=inclusive)
     fn = reference.with_step(reference.verify, "inclusive_coin", accept=inclusive)
     assert fn.__name__ == "inclusive_coin" and reference.swapped_step(fn) == ("accept", inclusive)

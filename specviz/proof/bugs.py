@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..verifiers import reference
-from ..verifiers.reference import Kept, with_step
+from ..verifiers.reference import Coins, Draw, Kept, with_step
 from ..verifiers.verify import verify
 from . import engine_bugs, theory
 from .markov import DrafterMode
@@ -86,12 +86,12 @@ def _swap(name: str, **step: Callable[..., Any]) -> tuple[Callable[..., Any], tu
     return with_step(reference.verify, name, **step), (which, fn.__name__)
 
 
-def replacement_from_p(p: Any, q: Any, x: Any, u: Any, draw: Callable[..., Any]) -> Any:
+def replacement_from_p(p: Any, q: Any, x: Any, u: Any) -> Any:
     """resample_from_p: after a rejection the token is drawn from p, not from the residual."""
-    return draw(p, u)
+    return reference.inverse_cdf(p, u)
 
 
-def replacement_unclamped(p: Any, q: Any, x: Any, u: Any, draw: Callable[..., Any]) -> Any:
+def replacement_unclamped(p: Any, q: Any, x: Any, u: Any) -> Any:
     """unclamped_residual: inverse CDF over p - q without max(0, .), normalized by its positive mass;
     the last token when the running sum never passes u * mass."""
     w = p.astype(np.float64)  # (R, V)
@@ -103,9 +103,9 @@ def replacement_unclamped(p: Any, q: Any, x: Any, u: Any, draw: Callable[..., An
     return np.where(above.any(axis=1), above.argmax(axis=1), w.shape[1] - 1)
 
 
-def one_coin_per_row(ua: Any) -> Any:
+def one_coin_per_row(ua: Any, px: Any, qx: Any) -> Coins:
     """shared_uniform: the row's first uniform is the coin at every position."""
-    return ua[:, :1] + 0 * ua
+    return reference.accept(ua[:, :1] + 0 * ua, px, qx)
 
 
 def keep_every_pass(passed: Any, valid: Any) -> Kept:
@@ -114,32 +114,33 @@ def keep_every_pass(passed: Any, valid: Any) -> Kept:
     return Kept(passed & valid, first, valid)
 
 
-def rejected_coin_again(us: Any, ua: Any, first: Any, rejected: Any) -> Any:
+def rejected_coin_again(first: Any, rejected: Any, j: Any, ua: Any, us: Any) -> Draw:
     """reused_coin: the replacement is drawn with the uniform that just rejected the draft."""
+    rule = reference.last_draw(first, rejected, j, ua, us)
     if not ua.shape[1]:
-        return us
-    return np.where(rejected, ua[np.arange(len(us)), np.where(rejected, first, 0)], us)
+        return rule
+    return rule._replace(u=np.where(rejected, ua[np.arange(len(us)), np.where(rejected, first, 0)], us))
 
 
-def last_padded_row(num_draft: Any, K: int) -> Any:
+def last_padded_row(first: Any, rejected: Any, j: Any, ua: Any, us: Any) -> Draw:
     """wrong_bonus_row: the bonus from target row K, the padded tensor's last."""
-    return np.full_like(num_draft, K)
+    return reference.last_draw(first, rejected, np.full_like(j, ua.shape[1]), ua, us)
 
 
-def row_before(num_draft: Any, K: int) -> Any:
+def row_before(first: Any, rejected: Any, j: Any, ua: Any, us: Any) -> Draw:
     """bonus_row_before: the bonus from row num_draft - 1 (row 0 without drafts)."""
-    return np.where(num_draft > 0, num_draft - 1, 0)
+    return reference.last_draw(first, rejected, np.maximum(j - 1, 0), ua, us)
 
 
-def no_bonus_row(num_draft: Any, K: int) -> Any:
-    """no_bonus: full rows draw nothing (-1: no bonus)."""
-    return np.full_like(num_draft, -1)
+def no_bonus_row(first: Any, rejected: Any, j: Any, ua: Any, us: Any) -> Draw:
+    """no_bonus: full rows draw nothing (row -1: no draw)."""
+    return reference.last_draw(first, rejected, np.full_like(j, -1), ua, us)
 
 
-def next_position(first: Any, rejected: Any, K: int) -> tuple[Any, Any]:
+def next_position(first: Any, rejected: Any, j: Any, ua: Any, us: Any) -> Draw:
     """late_rejection: the replacement from position first + 1's residual; p at row K past the last draft."""
-    rows = np.where(rejected, first + 1, first)
-    return rows, rejected & (rows < K)
+    row = np.where(rejected, first + 1, j)
+    return Draw(row, rejected & (row < ua.shape[1]), us)
 
 
 BUGS: dict[str, Bug] = {
@@ -186,7 +187,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "shared_uniform",
             "One uniform for every position",
-            *_swap("shared_uniform", coins=one_coin_per_row),
+            *_swap("shared_uniform", accept=one_coin_per_row),
             None,
             "Each row draws one coin u and compares it with the ratio r_i = p(x_i) / q(x_i) at every "
             "position (the replacement still gets its own uniform). The first decision is still exact, "
@@ -219,7 +220,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "reused_coin",
             "Reuse the acceptance coin for the replacement",
-            *_swap("reused_coin", sample_uniform=rejected_coin_again),
+            *_swap("reused_coin", last_draw=rejected_coin_again),
             None,
             "The replacement token is drawn with the same uniform that just rejected the draft. "
             "Given that draft x was rejected, the uniform is no longer uniform on [0, 1) but on "
@@ -237,7 +238,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "wrong_bonus_row",
             "Bonus from the last padded row",
-            *_swap("wrong_bonus_row", bonus_row=last_padded_row),
+            *_swap("wrong_bonus_row", last_draw=last_padded_row),
             None,
             "When every draft survives, the bonus token is drawn from target row K (the last row of "
             "the padded tensor) instead of row num_draft[b]. With equal draft counts the two are the "
@@ -251,7 +252,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "bonus_row_before",
             "Bonus from the row before",
-            *_swap("bonus_row_before", bonus_row=row_before),
+            *_swap("bonus_row_before", last_draw=row_before),
             None,
             "When every draft survives, the bonus token is drawn from target row num_draft[b] - 1, the "
             "distribution the last draft was tested against, instead of row num_draft[b], the distribution "
@@ -265,7 +266,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "no_bonus",
             "No bonus token",
-            *_swap("no_bonus", bonus_row=no_bonus_row),
+            *_swap("no_bonus", last_draw=no_bonus_row),
             None,
             "When every draft survives, the row stops without drawing the bonus token from p at "
             "position num_draft[b]. The emitted tokens still follow the target exactly (stopping "
@@ -359,7 +360,7 @@ BUGS: dict[str, Bug] = {
         Bug(
             "late_rejection",
             "Replacement drawn one position late",
-            *_swap("late_rejection", replacement_row=next_position),
+            *_swap("late_rejection", last_draw=next_position),
             None,
             "After the rejection at position i the replacement is drawn from the residual of position i + 1 "
             "(p_(i+1) - q_(i+1), normalized), or from the target row K when i is the last draft position. "

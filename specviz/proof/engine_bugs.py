@@ -198,7 +198,7 @@ def verify_seeded_first_request(
 
 def coin_at_most(u: Any, px: Any, qx: Any) -> Any:
     """inclusive_coin: accept iff u * q(x) <= p(x) (the reference's accept step with <= for <)."""
-    return (qx > 0) & (u * qx <= px)
+    return reference.Coins(u, (qx > 0) & (u * qx <= px))
 
 
 class Fault(NamedTuple):

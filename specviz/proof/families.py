@@ -129,7 +129,7 @@ def misaligned(_: float = 0.0) -> Callable[..., Any]:
 def residual_normalized(k: float) -> Callable[..., Any]:
     """The rule whose replacement compares the residual's running sums with u * m^k (m its mass)."""
 
-    def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray, draw: Callable) -> np.ndarray:
+    def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         w = reference.residual(p, q, x)  # (R, V)
         m = w.sum(axis=1)  # (R,)
         empty = m <= 0

@@ -83,9 +83,9 @@ HOME: dict[str, tuple[str, ...]] = {
 
 def default_home(bug: Bug) -> tuple[str, ...]:
     """Where a bug missing from :data:`HOME` runs: by the step it swaps."""
-    if bug.step == ("bonus_row", "row_before"):
+    if bug.step == ("last_draw", "row_before"):
         return ("bonus", "one_draft")  # wrong only in the bonus of full rows: invisible when L = K
-    if bug.step == ("bonus_row", "last_padded_row"):
+    if bug.step == ("last_draw", "last_padded_row"):
         return ("ragged", "ragged_bonus")
     return ("reference",)
 
@@ -133,7 +133,7 @@ def can_show(bug: Bug, sc: Scenario) -> bool:
     that bonus never enters the window (L = K)."""
     if bug.needs_ragged and not sc.ragged:
         return False
-    if bug.step == ("bonus_row", "row_before"):
+    if bug.step == ("last_draw", "row_before"):
         return sc.K in bonus_shapes(sc)
     return True
 

@@ -1,121 +1,129 @@
-"""The reference: each verification rule in plain NumPy, read top to bottom; the oracle of the engine.
+"""The reference: chain, block and tree verification in plain float64 NumPy, read top to bottom; the oracle.
 
-# B rows, K drafts (padded width), V vocabulary, N nodes per tree (or total drafts, flat layout)
+# B rows, K drafts (padded width), V vocabulary, N nodes per tree
 
-:func:`verify` (the chain rule), :func:`verify_flat`, :func:`verify_block` and :func:`verify_tree`
-take the arguments and return the results of :func:`specviz.verify`, :func:`specviz.verify_flat`,
-:func:`specviz.verify_block` and :func:`specviz.verify_tree`. With the same explicit uniforms they
-return the engine's tokens on every row, bit for bit (tests/test_reference_parity.py checks every
-engine path against them); the engine is fast, this module is the statement of the rule.
+:func:`verify`, :func:`verify_block` and :func:`verify_tree` take the arguments of the engine's
+functions of the same names and, on the same explicit uniforms, return their results bit for bit
+(tests/test_reference_parity.py holds every engine path to them, the flat layout's through its
+padded twin). Nothing here comes from the engine; its arguments are converted and checked at the
+edge (the end of this module). The chain rule (docs/design.md), for a row with j = num_draft[b] drafts:
 
-The chain rule (docs/design.md, "1. The algorithm contract"; the proof that the output follows
-the target is in :mod:`specviz.verifiers.verify`), for a row with j = num_draft[b] drafts:
+1. accept draft x_i iff ``u_i * q_i(x_i) < p_i(x_i)``, u_i a fresh uniform (q(x) = 1 for a
+   deterministic drafter, draft_probs=None);
+2. the first rejection ends the row: drafts after it never count;
+3. at the rejected position, a token from the residual max(0, p_i - q_i) (p_i with x_i removed for
+   a deterministic drafter), or from p_i when that has no mass;
+4. if every draft survives, the bonus token from p_j, row num_draft[b] (not the padded tensor's last).
 
-1. coins: one fresh uniform u_i per draft position;
-2. accept x_i iff ``u_i * q_i(x_i) < p_i(x_i)`` (q(x) = 1 for a deterministic drafter);
-3. the first rejection, by a cumulative product of the accept bits: drafts after it never count;
-4. at the rejected position i, a token from the residual max(0, p_i - q_i) (p_i with x_i removed
-   for a deterministic drafter), or from p_i when that has no mass;
-5. if every draft survives, the bonus from p_j: row num_draft[b], not the padded tensor's last.
+One draw serves every rule (:func:`inverse_cdf`): each weight floored to the grid, floor(w * GRID) in
+the weights' float type, summed in float64 (exact integers while a row totals less than 16), and the
+token is the number of running weights <= floor(u * total), at most total - 1. Block and tree masses
+are the same integer sums over GRID. Half precision is computed in float32, which holds it exactly.
 
-The draw of steps 4 and 5 is the engine's, and one grid and one inverse CDF serve every rule
-(:func:`inverse_cdf`; the engine's :func:`specviz.verifiers._sample.search`): each weight is
-floor(w * 2^48), computed in the weights' float type (the input's for the chain, float32 for half
-precision, q cast to p's type before p - q; float64 for block and tree, whose weights are products
-w_i p_i - q_i and the tree's unnormalized r) and summed in float64, exact below 16; the token is
-the number of running weights <= floor(u * total), clamped to total - 1 (why this grid:
-:mod:`specviz.verifiers._sample`). Block and tree masses are the same integer sums, over 2^48.
-
-Mistakes. Each rule is a function of named steps collected in a NamedTuple (:class:`ChainSteps`,
-:class:`BlockSteps`, :class:`TreeSteps`); the correct steps are :data:`CHAIN`, :data:`BLOCK` and
-:data:`TREE`. :func:`with_step` returns the reference with exactly one step replaced, under a new
-name, with the same signature: that is how :mod:`specviz.proof.bugs` builds every classic
-mistake, each step defined beside its explanation. The reference takes no mistake flag.
-
-Inputs: NumPy arrays or torch tensors (converted to NumPy at the top; half precision to
-float32, which holds bfloat16 and float16 exactly and is the type the engine computes them in;
-results go back as torch tensors on the CPU). ``rng`` draws the uniforms in the engine's order
-(accept, then sample), so a seeded call gives the engine's draws too. Input errors are the
-engine's :class:`~specviz.errors.InputError`, naming the argument (:mod:`specviz.verifiers._validate`).
+Mistakes: each rule is one function running named steps (:class:`ChainSteps`, :class:`BlockSteps`,
+:class:`TreeSteps`); :func:`with_step` gives the reference with exactly one step swapped.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
-from .._types import Array
-from ..errors import InputError
-from . import _reference_inputs as _in
-from . import _validate as check
-from ._xp import NumpyOps, is_torch
-from .block import QUANT, prepare, quantize
-from .tree import TreeVerification, _prepare, _uniforms
-from .verify import PAD_TOKEN, Uniforms, Verification
+from ..errors import InputError, digits
 
-GRID = 2.0**48  # the chain's grid: weights are floor(w * GRID), as specviz.verifiers._sample.GRID
-MAX_TOTAL = 2.0**52  # a row of weights must total less than this (16 * GRID): exact float64 sums
-_NP = NumpyOps()
+GRID = 2.0**48  # weights are floor(w * GRID): exact integers in float64 while a row totals < 16 * GRID
+PAD = -1  # outputs are padded with -1
+
+# The engine's result fields, in its order (specviz.verify, specviz.verify_tree document them).
+Verification = namedtuple("Verification", "tokens num_tokens num_accepted accept_uniforms ratios bonus sample_uniforms")
+TreeVerification = namedtuple("TreeVerification", "tokens num_tokens num_accepted path last_node bonus "
+                              "accept_uniforms thresholds sample_uniforms")  # fmt: skip
 
 
-# --------------------------------------------------------------------------- the draw (chain)
-
-
-def on_grid(w: np.ndarray) -> np.ndarray:
-    """(R, V) weights floored to multiples of 2^-48, as integers: floor(w * 2^48) in w's dtype, then float64."""
-    return np.floor(w * w.dtype.type(GRID)).astype(np.float64, copy=False)
-
-
-def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """(R,) tokens from non-negative weights (R, V) and uniforms u (R,): the number of running
-    weights <= floor(u * total). Refuses rows that are not finite, hold a negative weight or total
-    16 or more (the engine's guard, with validate=False too)."""
-    W = on_grid(w)  # (R, V)
-    C = np.cumsum(W, axis=1)  # (R, V) running weights: exact integers
-    total = C[:, -1]  # (R,)
-    if not (total < MAX_TOTAL).all() or W.min(initial=0.0) < 0:  # NaN and infinities fail the first
-        raise _Refused
-    thr = np.floor(u * total)  # (R,)
-    thr = np.where(thr < total, thr, total - 1)  # u * total may round up to total
-    return np.count_nonzero(C <= thr[:, None], axis=1).astype(np.int64)
+# --------------------------------------------------------------------------- the draw
 
 
 class _Refused(Exception):
-    """A row the draw refuses; the rule turns it into the InputError naming the argument."""
+    """Weights the draw cannot read: not finite, negative, or a row totalling 16 or more."""
 
 
-# --------------------------------------------------------------------------- the chain's steps
+def on_grid(w: np.ndarray) -> np.ndarray:
+    """(R, V) floor(w * GRID) in w's float type, as float64 integers."""
+    return np.floor(w * w.dtype.type(GRID)).astype(np.float64)
+
+
+def mass(r: np.ndarray) -> np.ndarray:
+    """(R,) the mass of weights r (R, V) on the grid: their integer sum over GRID."""
+    return on_grid(r).sum(axis=1) / GRID
+
+
+def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(R,) one token per row of non-negative weights w (R, V), from uniforms u (R,)."""
+    W = on_grid(w)
+    C = np.cumsum(W, axis=1)  # (R, V) running weights: exact integers
+    if not (C[:, -1] < 16 * GRID).all() or (W < 0).any():  # NaN fails the first test
+        raise _Refused
+    thr = np.minimum(np.floor(u * C[:, -1]), C[:, -1] - 1)  # u * total may round up to total
+    return np.count_nonzero(C <= thr[:, None], axis=1).astype(np.int64)
+
+
+def _refused(p: np.ndarray, q: np.ndarray | None) -> NoReturn:
+    """The InputError of a draw refused on target rows p (R, V) and draft rows q, naming the argument."""
+    if not np.isfinite(p).all() or (q is not None and not np.isfinite(q).all()):
+        name = "target_probs" if not np.isfinite(p).all() else "draft_probs"
+        raise InputError(name, "finite probabilities", "NaN or infinite entries")
+    if p.min() < 0:
+        raise InputError("target_probs", "non-negative probabilities", f"minimum {p.min():.6g}")
+    raise InputError("target_probs", "probability rows (each summing to less than 16)", "a row summing to 16 or more")
+
+
+def _draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Block and tree: :func:`inverse_cdf` on their float64 weights, a refused row named."""
+    try:
+        return inverse_cdf(w, u)
+    except _Refused:
+        _refused(w, None)
+
+
+# --------------------------------------------------------------------------- the chain rule
+
+
+class Coins(NamedTuple):
+    u: np.ndarray  # (B, K) the coin each position is tested with
+    passed: np.ndarray  # (B, K) bool
 
 
 class Kept(NamedTuple):
-    kept: np.ndarray  # (B, K) bool: drafts emitted (for the rule, those before the first rejection)
-    first: np.ndarray  # (B,) int64: the first rejected position, or num_draft
+    kept: np.ndarray  # (B, K) bool: drafts emitted
+    first: np.ndarray  # (B,) the first rejected position, or num_draft
     tested: np.ndarray  # (B, K) bool: positions whose coin was looked at
 
 
-def coins(ua: np.ndarray) -> np.ndarray:
-    """Step 1: one fresh uniform per position (B, K)."""
-    return ua
+class Draw(NamedTuple):
+    row: np.ndarray  # (B,) the target row of the last token; -1: no last token
+    residual: np.ndarray  # (B,) bool: from that row's residual, else from p
+    u: np.ndarray  # (B,) its uniform
 
 
-def accept(u: np.ndarray, px: np.ndarray, qx: np.ndarray) -> np.ndarray:
-    """Step 2: (B, K) accept iff u * q(x) < p(x); a draft with q(x) = 0 is rejected."""
-    return (qx > 0) & (u * qx < px)
+def accept(ua: np.ndarray, px: np.ndarray, qx: np.ndarray) -> Coins:
+    """Step 1: a fresh coin per position; accept iff u * q(x) < p(x) (q(x) = 0 rejects)."""
+    return Coins(ua, (qx > 0) & (ua * qx < px))
 
 
 def first_rejection(passed: np.ndarray, valid: np.ndarray) -> Kept:
-    """Step 3: the first rejection ends the row (a cumulative product of the accept bits)."""
-    run = np.logical_and.accumulate(passed & valid, axis=1)  # (B, K) the cumulative product of the bits
-    first = run.sum(axis=1)  # (B,) int64
-    pos = np.arange(passed.shape[1])
-    return Kept(run, first, valid & (pos[None, :] <= first[:, None]))
+    """Step 2: the drafts before the first rejection (a running AND of the accept bits)."""
+    run = np.logical_and.accumulate(passed & valid, axis=1)  # (B, K)
+    first = run.sum(axis=1)  # (B,)
+    return Kept(run, first, valid & (np.arange(valid.shape[1]) <= first[:, None]))
 
 
 def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
-    """max(0, p - q) (R, V) in p's dtype; for a deterministic drafter p with the drafted token x removed."""
+    """(R, V) max(0, p - q) in p's type; p with the drafted token x removed when q is None."""
     if q is None:
         w = p.copy()
         w[np.arange(len(x)), x] = 0
@@ -123,297 +131,141 @@ def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
     return np.maximum(p - q.astype(p.dtype), 0)
 
 
-def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray, draw: Callable) -> np.ndarray:
-    """Step 4: (R,) the token after a rejection, from the residual; from p where it has no mass
-    (p == q up to rounding: unreachable in exact arithmetic)."""
-    w = residual(p, q, x)  # (R, V)
-    empty = on_grid(w).sum(axis=1) <= 0  # (R,) NaN stays False: the draw refuses it
+def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Step 3: (R,) the token after a rejection, from the residual; from p where it has no mass."""
+    w = residual(p, q, x)
+    empty = mass(w) <= 0  # p == q up to rounding (NaN stays False: the draw refuses it)
     w[empty] = p[empty]
-    return draw(w, u)
+    return inverse_cdf(w, u)
 
 
-def replacement_row(first: np.ndarray, rejected: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where the replacement is drawn: the rejected position's residual (rows (B,), from-residual (B,))."""
-    return first, rejected
-
-
-def sample_uniform(us: np.ndarray, ua: np.ndarray, first: np.ndarray, rejected: np.ndarray) -> np.ndarray:
-    """A separate fresh uniform (B,) for the replacement or bonus draw: never a coin reused."""
-    return us
-
-
-def bonus_row(num_draft: np.ndarray, K: int) -> np.ndarray:
-    """Step 5: (B,) the target row of the bonus, num_draft[b] (-1 would mean no bonus)."""
-    return num_draft
+def last_draw(first: np.ndarray, rejected: np.ndarray, j: np.ndarray, ua: np.ndarray, us: np.ndarray) -> Draw:
+    """Steps 3 and 4, where: the rejected position's residual, else the bonus from p at row num_draft;
+    with the row's own sample uniform, never a coin."""
+    return Draw(np.where(rejected, first, j), rejected, us)
 
 
 class ChainSteps(NamedTuple):
-    coins: Callable = coins
     accept: Callable = accept
     first_rejection: Callable = first_rejection
-    replacement_row: Callable = replacement_row
+    last_draw: Callable = last_draw
     replacement: Callable = replacement
-    sample_uniform: Callable = sample_uniform
-    bonus_row: Callable = bonus_row
-    inverse_cdf: Callable = inverse_cdf
 
 
-CHAIN = ChainSteps()  # the rule
-
-
-def _chain(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray,
-           ua: np.ndarray, us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
-    """The chain rule on checked NumPy inputs: P (B, K+1, V), Q (B, K, V) or None, x (B, K), j (B,)."""
+def _chain(s: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
+           us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
+    """The chain rule on P (B, K+1, V), Q (B, K, V) or None, x (B, K), j (B,), ua (B, K), us (B,)."""
     B, K = x.shape
-    ar, pos = np.arange(B), np.arange(K)
-    valid = pos[None, :] < j[:, None]  # (B, K)
-    xs = np.where(valid, x, 0)  # (B, K) safe column indices
-    check.check_range("draft_tokens", xs, 0, P.shape[2] - 1, _NP, "token ids at positions < num_draft")
-    px = _at(P, ar[:, None], pos[None, :], xs).astype(np.float64)  # (B, K) p_i(x_i)
-    qx = np.ones((B, K)) if Q is None else _at(Q, ar[:, None], pos[None, :], xs).astype(np.float64)  # (B, K)
+    valid = np.arange(K) < j[:, None]  # (B, K)
+    xs = np.where(valid, x, 0)  # (B, K) a column to read past num_draft
+    _in_range("draft_tokens", xs, 0, P.shape[2] - 1, "token ids at positions < num_draft")
+    px = np.take_along_axis(P[:, :K], xs[:, :, None], axis=2)[:, :, 0].astype(np.float64)  # (B, K) p_i(x_i)
+    qx = np.ones((B, K)) if Q is None else np.take_along_axis(Q, xs[:, :, None], axis=2)[:, :, 0].astype(np.float64)
     if validate:
-        check.check_probes("target_probs", px[valid], _NP)
-        if Q is not None:
-            check.check_probes("draft_probs", qx[valid], _NP)
-
-    u = steps.coins(ua)  # (B, K)
-    passed = steps.accept(u, px, qx) & valid  # (B, K)
-    kept, first, tested = steps.first_rejection(passed, valid)
-    rejected = first < j  # (B,)
-    n = kept.sum(axis=1).astype(np.int64)  # (B,) drafts emitted
-
-    bonus_at = steps.bonus_row(j, K)  # (B,) -1: no bonus
-    rep_at, from_res = steps.replacement_row(first, rejected, K)
-    draws = rejected | (bonus_at >= 0)  # (B,) rows that emit one more token
-    row = np.where(rejected, rep_at, np.maximum(bonus_at, 0))  # (B,) the target row drawn at
-    us_draw = steps.sample_uniform(us, ua, first, rejected)  # (B,)
-    token = _draw_rows(steps, P, Q, xs, row, rejected & from_res, draws, us_draw, validate, tol)
-
-    tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
-    tokens[:, :K] = _in_order(x, kept)
-    tokens[ar, n] = np.where(draws, token, PAD_TOKEN)
-    ratio = np.where(tested & (qx > 0), px / np.where(tested & (qx > 0), qx, 1.0), np.nan)
-    return Verification(tokens=tokens, num_tokens=n + draws, num_accepted=n,
-                        accept_uniforms=np.where(tested, u, np.nan), ratios=ratio,
-                        bonus=~rejected & draws, sample_uniforms=np.where(draws, us_draw, np.nan))  # fmt: skip
-
-
-def _at(T: np.ndarray, b: np.ndarray, pos: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
-    """T[b, pos] (rows, a copy) or T[b, pos, cols] (entries), broadcast: one flat take where T is
-    contiguous (NumPy's three-index gathers cost several times more at the Bug lab's sizes)."""
-    if not T.flags.c_contiguous:
-        return T[b, pos] if cols is None else T[b, pos, cols]
-    n, V = T.shape[1], T.shape[2]
-    if cols is None:
-        return T.reshape(-1, V).take(b * n + pos, axis=0)
-    return T.reshape(-1).take((b * n + pos) * V + cols)
+        _check_probs("target_probs", px[valid], None)
+        _check_probs("draft_probs", None if Q is None else qx[valid], None)
+    u, passed = s.accept(ua, px, qx)
+    kept, first, tested = s.first_rejection(passed, valid)
+    row, from_residual, u_last = s.last_draw(first, first < j, j, ua, us)
+    token = np.full(B, PAD)
+    for res in (True, False):  # the rows drawing from a residual, then those drawing from p
+        b = np.flatnonzero((row >= 0) & (from_residual == res))
+        p, q = P[b, row[b]], None if Q is None or not res else Q[b, row[b]]  # (R, V) copies
+        if validate:
+            _check_probs("target_probs", p, tol[0])
+            _check_probs("draft_probs", q, tol[1])
+        try:
+            token[b] = s.replacement(p, q, xs[b, row[b]], u_last[b]) if res else inverse_cdf(p, u_last[b])
+        except _Refused:
+            _refused(p, q)
+    n = kept.sum(axis=1)  # (B,) drafts emitted
+    order = np.argsort(~kept, axis=1, kind="stable")  # the kept positions first, in order
+    tokens = np.full((B, K + 1), PAD)
+    tokens[:, :K] = np.where(np.arange(K) < n[:, None], np.take_along_axis(x, order, axis=1), PAD)
+    tokens[np.arange(B), n] = token
+    ok = tested & (qx > 0)
+    return Verification(tokens, n + (row >= 0), n, np.where(tested, u, np.nan),
+                        np.where(ok, px / np.where(ok, qx, 1.0), np.nan), (first == j) & (row >= 0),
+                        np.where(row >= 0, u_last, np.nan))  # fmt: skip
 
 
-def _in_order(x: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """(B, K) the kept drafts in order, then -1 (for the rule, kept is already a prefix)."""
-    prefix = np.arange(x.shape[1])[None, :] < kept.sum(axis=1)[:, None]  # (B, K)
-    if np.array_equal(kept, prefix):
-        return np.where(kept, x, PAD_TOKEN)
-    out = np.full(x.shape, PAD_TOKEN, np.int64)
-    rows, cols = np.nonzero(kept)
-    out[rows, np.cumsum(kept, axis=1)[rows, cols] - 1] = x[rows, cols]
-    return out
+# --------------------------------------------------------------------------- block verification (Sun et al.)
 
 
-def _draw_rows(steps: ChainSteps, P: np.ndarray, Q: np.ndarray | None, xs: np.ndarray, row: np.ndarray,
-               res: np.ndarray, draws: np.ndarray, u: np.ndarray, validate: bool,
-               tol: tuple[float, float]) -> np.ndarray:  # fmt: skip
-    """(B,) the replacement (rows ``res``) or bonus token of each drawing row; -1 where none."""
-    out = np.full(P.shape[0], PAD_TOKEN, np.int64)
-    rr, rp = np.flatnonzero(draws & res), np.flatnonzero(draws & ~res)  # from a residual, from p
-    p_res, p = _compute(_at(P, rr, row[rr])), _compute(_at(P, rp, row[rp]))  # (R, V) copies
-    q_res = None if Q is None else _compute(_at(Q, rr, row[rr]))  # residual rows are below K
-    if validate:
-        _in.check_rows("target_probs", p_res, tol[0])
-        _in.check_rows("target_probs", p, tol[0])
-        if q_res is not None:
-            _in.check_rows("draft_probs", q_res, tol[1])
-    try:
-        if len(rr):
-            out[rr] = steps.replacement(p_res, q_res, xs[rr, row[rr]], u[rr], steps.inverse_cdf)
-        if len(rp):
-            out[rp] = steps.inverse_cdf(p, u[rp])
-    except _Refused:
-        _in.name_refusal(np.concatenate([p_res, p]), q_res)
-    return out
-
-
-def _compute(rows: np.ndarray) -> np.ndarray:
-    """Rows (a private copy) in the engine's compute dtype: float32 for half precision, else as given."""
-    return rows.astype(np.float32) if rows.dtype == np.float16 else rows
-
-
-class _Rule:
-    """A reference rule: its steps and the function that runs them, with the public signature."""
-
-    def __init__(self, run: Callable, steps: NamedTuple, name: str, doc: str) -> None:
-        self.run, self.steps, self.__name__, self.__doc__ = run, steps, name, doc
-        self.__qualname__ = name
-        sig = inspect.signature(run)  # the public signature: run's without its steps
-        self.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.run(self.steps, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<reference verifier {self.__name__}>"
-
-
-def _verify(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array,
-            *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
-    P, Q, x, j, ua, us, tol, torch_in = _in.chain_inputs(
-        target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return _in.back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
-
-
-def _verify_flat(steps: ChainSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array,
-                 draft_indptr: Array, *, rng: Any = None, uniforms: Any = None,
-                 validate: bool = True) -> Verification:  # fmt: skip
-    """The flat layout turned into the padded one (specviz.verifiers.layout), uniforms included."""
-    P, Q, x, j, ua, us, tol, torch_in = _in.flat_inputs(
-        target_probs, draft_probs, draft_tokens, draft_indptr, rng, uniforms, validate)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return _in.back(_chain(steps, P, Q, x, j, ua, us, validate, tol), torch_in)
-
-
-verify = _Rule(_verify, CHAIN, "verify", """The chain rule, padded layout: :func:`specviz.verify`'s signature, result.
-
-    target_probs (B, K+1, V), draft_probs (B, K, V) or None (a deterministic drafter), draft_tokens
-    (B, K), num_draft (B,); ``rng`` or ``uniforms`` (accept (B, K), sample (B,)); ``validate``.""")
-verify_flat = _Rule(_verify_flat, CHAIN, "verify_flat", """The chain rule, flat layout: :func:`specviz.verify_flat`'s
-    signature and result (target_probs (N+B, V), draft_probs (N, V), draft_tokens (N,), draft_indptr (B+1,)).""")
-
-
-# --------------------------------------------------------------------------- block verification
-
-
-def block_weights(ratio: np.ndarray, valid: np.ndarray, cap: bool = True) -> np.ndarray:
-    """(B, K+1) w_0 = 1, w_i = min(1, w_{i-1} p(x_i) / q(x_i)); ratio 0 where q(x) = 0.
-    ``cap=False``: the uncapped running product (the lossy variant's last threshold reads it)."""
-    B, K = ratio.shape
-    w = np.ones((B, K + 1))
-    for k in range(K):
+def block_weights(ratio: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(B, K+1) w_0 = 1, w_i = min(1, w_{i-1} p(x_i) / q(x_i)); kept past num_draft."""
+    w = np.ones((ratio.shape[0], ratio.shape[1] + 1))
+    for k in range(ratio.shape[1]):
         t = np.where(w[:, k] > 0, w[:, k] * ratio[:, k], 0.0)  # 0 * inf would be NaN
-        w[:, k + 1] = np.where(valid[:, k], np.where(t < 1, t, 1.0) if cap else t, w[:, k])
+        w[:, k + 1] = np.where(valid[:, k], np.minimum(t, 1.0), w[:, k])
     return w
 
 
 def block_residual(w: np.ndarray, p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
-    """(R, V) max(0, w p - q) in float64; q one-hot on x for a deterministic drafter."""
+    """(R, V) max(0, w p - q); q one-hot on x for a deterministic drafter."""
     r = p * w[:, None]
     if q is None:
         r[np.arange(len(x)), x] -= 1.0
-    else:
-        r = r - q
-    return np.maximum(r, 0.0)
-
-
-def block_mass(r: np.ndarray) -> np.ndarray:
-    """(R,) the residual mass on the grid: the integer sum of floor(r * 2^48), over 2^48."""
-    return quantize(_NP, r, False).sum(axis=1) / QUANT  # quantize refuses NaN, infinite, negative rows
+        return np.maximum(r, 0.0)
+    return np.maximum(r - q, 0.0)
 
 
 def block_threshold(m: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """h_i = m_i / (m_i + 1 - w_i); 1 when that is 0 / 0."""
+    """h_i = m_i / (m_i + 1 - w_i), m_i the residual's mass; 1 where that is 0 / 0."""
     den = m + (1.0 - w)
     return np.where(den > 0, m / np.where(den > 0, den, 1.0), 1.0)
 
 
-def block_last_threshold(w: np.ndarray, product: np.ndarray) -> np.ndarray:
-    """h_j = w_j: the capped running ratio (the uncapped product is the lossy variant's)."""
-    return w
-
-
 def block_stop(passed: np.ndarray) -> np.ndarray:
-    """(B,) tau: the largest i whose uniform passes, 0 if none (every uniform is looked at)."""
-    K = passed.shape[1]
-    return np.where(passed, np.arange(1, K + 1)[None, :], 0).max(axis=1, initial=0).astype(np.int64)
+    """(B,) tau: the last position whose uniform passes its threshold, 0 if none (all are looked at)."""
+    return np.where(passed, np.arange(1, passed.shape[1] + 1), 0).max(axis=1, initial=0)
 
 
 def block_extra(p: np.ndarray, res: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """(R, V) the row the extra token after a stop comes from: the residual; p where it has no mass."""
+    """(R, V) the row of the token after a stop before num_draft: the residual; p where it has no mass."""
     return np.where((m > 0)[:, None], res, p)
-
-
-def _draw_or_refuse(draw: Callable, w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Block and tree: the draw, a refused row raising the engine's InputError (block.quantize's)."""
-    try:
-        return draw(w, u)
-    except _Refused:
-        quantize(_NP, w, False)  # raises for the rows the draw refuses
-        raise InputError("target_probs", "probability rows (each summing to less than 16)", "a refused row") from None
 
 
 class BlockSteps(NamedTuple):
     weights: Callable = block_weights
     residual: Callable = block_residual
-    mass: Callable = block_mass
     threshold: Callable = block_threshold
-    last_threshold: Callable = block_last_threshold
     stop: Callable = block_stop
     extra: Callable = block_extra
-    inverse_cdf: Callable = inverse_cdf
 
 
-BLOCK = BlockSteps()  # the rule
-
-
-def _verify_block(steps: BlockSteps, target_probs: Array, draft_probs: Array | None, draft_tokens: Array,
-                  num_draft: Array, *, rng: Any = None, uniforms: Any = None,
-                  validate: bool = True) -> Verification:  # fmt: skip
-    torch_in = is_torch(target_probs)
-    checked = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)  # the engine's checks
-    r = _in.engine_rng(rng, torch_in, target_probs, uniforms)
-    if uniforms is not None and isinstance(uniforms, tuple):
-        uniforms = tuple(_in.to_numpy(u) for u in uniforms)
-    ua, us = check.get_uniforms(_NP, r, uniforms, (checked.B, checked.K), checked.B, validate)
-    T = np.asarray(_in.to_numpy(target_probs)).astype(np.float64)  # (B, K+1, V)
-    Q = None if draft_probs is None else np.asarray(_in.to_numpy(draft_probs)).astype(np.float64)  # (B, K, V)
-    x = np.asarray(_in.to_numpy(checked.tokens))  # (B, K) 0 past num_draft
-    j = np.asarray(_in.to_numpy(checked.num_draft))
+def _block(s: BlockSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
+           us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
+    """Block verification on the chain's arrays: every uniform compared with its threshold h_i, the
+    last pass tau kept, the token after it from the residual (a stop) or p_j (the bonus)."""
     B, K = x.shape
-    ar, pos = np.arange(B), np.arange(K)
-    valid = pos[None, :] < j[:, None]
-    T = np.where((np.arange(K + 1)[None, :] <= j[:, None])[:, :, None], T, 0.0)  # unread rows may be NaN
-    px = np.where(valid, T[ar[:, None], pos[None, :], x], 0.0)  # (B, K)
-    qx = np.where(valid, 1.0 if Q is None else Q[ar[:, None], pos[None, :], x], 0.0)
-    ratio = np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), 0.0)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        w = steps.weights(ratio, valid)  # (B, K+1)
-        product = block_weights(ratio, valid, cap=False)  # (B, K+1)
-        m = np.zeros((B, K))
-        res = np.zeros((B, K, T.shape[2]))
-        for k in range(K):
-            qk = None if Q is None else np.where(valid[:, k, None], Q[:, k], 0.0)
-            res[:, k] = np.where(valid[:, k, None], steps.residual(w[:, k], T[:, k], qk, x[:, k]), 0.0)
-            m[:, k] = steps.mass(res[:, k])
-        h = steps.threshold(m, w[:, :K])  # (B, K) h_i at column i
-        H = np.full((B, K), np.nan)  # (B, K) the i-th draft's threshold at column i - 1
-        H[:, : max(K - 1, 0)] = h[:, 1:]
-        H = np.where(pos[None, :] == (j - 1)[:, None], steps.last_threshold(w[ar, j], product[ar, j])[:, None], H)
-        H = np.where(valid, H, np.nan)
-        tau = steps.stop(valid & (ua < H))  # (B,)
-        bonus = tau == j
-        tq = np.where(bonus, 0, tau)  # a safe draft position
-        p = T[ar, tau]  # (B, V)
-        row = p if not K else np.where(bonus[:, None], p, steps.extra(p, res[ar, tq], m[ar, tq]))
-        token = _draw_or_refuse(steps.inverse_cdf, row, us)
-    tokens = np.full((B, K + 1), PAD_TOKEN, np.int64)
-    tokens[:, :K] = np.where(pos[None, :] < tau[:, None], np.where(valid, x, PAD_TOKEN), PAD_TOKEN)
-    tokens[ar, tau] = token
-    out = Verification(tokens=tokens, num_tokens=tau + 1, num_accepted=tau, accept_uniforms=np.where(valid, ua, np.nan),
-                       ratios=H, bonus=bonus, sample_uniforms=us + 0.0)  # fmt: skip
-    return _in.back(out, torch_in)
-
-
-verify_block = _Rule(_verify_block, BLOCK, "verify_block", """Block verification (Sun et al.):
-    :func:`specviz.verify_block`'s signature and result; the derivation is in :mod:`specviz.verifiers.block`.""")
+    ar, valid = np.arange(B), np.arange(K) < j[:, None]  # (B, K)
+    xs = np.where(valid, x, 0)
+    _in_range("draft_tokens", xs, 0, P.shape[2] - 1, "token ids at positions < num_draft")
+    read = np.arange(K + 1) <= j[:, None]  # (B, K+1) the target rows read
+    if validate:
+        _check_probs("target_probs", P[read], tol[0])
+        _check_probs("draft_probs", None if Q is None else Q[valid], tol[1])
+    T = np.where(read[:, :, None], P, 0.0).astype(np.float64)  # unread rows may hold anything
+    Q = None if Q is None else np.where(valid[:, :, None], Q, 0.0).astype(np.float64)
+    px = np.take_along_axis(T[:, :K], xs[:, :, None], axis=2)[:, :, 0]  # (B, K)
+    qx = np.where(valid, 1.0 if Q is None else np.take_along_axis(Q, xs[:, :, None], axis=2)[:, :, 0], 0.0)
+    w = s.weights(np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), 0.0), valid)  # (B, K+1)
+    res, m = np.zeros((B, K, T.shape[2])), np.zeros((B, K))  # max(0, w_i p_i - q_i) and its mass
+    for k in range(K):
+        r = s.residual(w[:, k], T[:, k], None if Q is None else Q[:, k], xs[:, k])  # (B, V)
+        res[:, k] = np.where(valid[:, k, None], r, 0.0)
+        m[:, k] = mass(res[:, k])
+    h = np.full((B, K), np.nan)  # (B, K) at column i - 1 the threshold of draft i: h_i, and w_j for the last
+    h[:, : max(K - 1, 0)] = s.threshold(m, w[:, :K])[:, 1:]
+    h = np.where(valid, np.where(np.arange(K) == (j - 1)[:, None], w[ar, j][:, None], h), np.nan)
+    tau = s.stop(valid & (ua < h))  # (B,)
+    bonus = tau == j
+    p, at = T[ar, tau], np.where(bonus, 0, tau)  # (B, V), a safe draft position
+    last = np.where(bonus[:, None], p, s.extra(p, res[ar, at], m[ar, at])) if K else p
+    tokens = np.where(np.arange(K + 1) < tau[:, None], np.pad(x, ((0, 0), (0, 1))), PAD)
+    tokens[ar, tau] = _draw(last, us)
+    return Verification(tokens, tau + 1, tau, np.where(valid, ua, np.nan), h, bonus, us + 0.0)
 
 
 # --------------------------------------------------------------------------- tree verification
@@ -425,115 +277,231 @@ def tree_accept(u: np.ndarray, ry: np.ndarray, qy: np.ndarray, M: np.ndarray) ->
 
 
 def tree_residual(r: np.ndarray, q: np.ndarray | None, y: np.ndarray, M: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """(R, V) after a rejection: (r - M q)^+ (r with y removed for deterministic candidates)."""
+    """(R, V) r after a rejected candidate y: (r - M q)^+ (r with y removed for deterministic candidates)."""
     if q is None:
-        new = r.copy()
-        new[np.arange(len(y)), y] = 0.0
-        return new
+        r = r.copy()
+        r[np.arange(len(y)), y] = 0.0
+        return r
     return np.maximum(r - M[:, None] * q, 0.0)
 
 
 class TreeSteps(NamedTuple):
     accept: Callable = tree_accept
     residual: Callable = tree_residual
-    mass: Callable = block_mass
-    inverse_cdf: Callable = inverse_cdf
 
 
-TREE = TreeSteps()  # the rule
-
-
-def _verify_tree(steps: TreeSteps, target_probs: Array, draft_probs: Array | None, node_tokens: Array,
-                 parents: Array, num_nodes: Array, *, rng: Any = None, uniforms: Any = None,
-                 validate: bool = True) -> TreeVerification:  # fmt: skip
-    torch_in = is_torch(target_probs)
-    t = _prepare(target_probs, draft_probs, node_tokens, parents, num_nodes, validate)  # the engine's checks
-    if torch_in and uniforms is None:
-        ua, us = (np.asarray(a) for a in _uniforms(t, rng, None, validate))
-    else:
-        if uniforms is not None and isinstance(uniforms, tuple):
-            uniforms = tuple(_in.to_numpy(u) for u in uniforms)
-        t_np = t._replace(ops=_NP)
-        ua, us = _uniforms(t_np, rng, uniforms, validate)
-    ua, us = _in.to_numpy(ua), _in.to_numpy(us)
-    T = np.asarray(_in.to_numpy(t.target)).astype(np.float64)  # (B, N, V)
-    Q = None if t.draft is None else np.asarray(_in.to_numpy(t.draft)).astype(np.float64)
-    tok, par, has_child = (np.asarray(_in.to_numpy(a)) for a in (t.tokens, t.parents, t.has_child))
+def _tree(s: TreeSteps, T: np.ndarray, Q: np.ndarray | None, tok: np.ndarray, par: np.ndarray, leaf: np.ndarray,
+          ua: np.ndarray, us: np.ndarray) -> TreeVerification:  # fmt: skip
+    """Down each row's tree (nodes in topological order), r the unnormalized law at the current node."""
     B, N = tok.shape
-    ar = np.arange(B)
-    cur = np.zeros(B, np.int64)  # (B,) the current node
-    depth = np.zeros(B, np.int64)
-    path = np.full((B, max(N - 1, 0)), PAD_TOKEN, np.int64)
-    thr = np.full((B, max(N - 1, 0)), np.nan)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        r = T[:, 0].copy()  # (B, V) the unnormalized law at the current node
-        M = steps.mass(r)  # (B,)
-        for i in range(1, N):  # topological order: children come after their parent
-            b = np.flatnonzero(par[:, i] == cur)  # rows whose current node is node i's parent
-            if not len(b):
-                continue
-            y = tok[b, i]
-            q = None if Q is None else Q[b, cur[b]]  # (R, V)
-            ry, qy = r[b, y], np.ones(len(b)) if q is None else q[np.arange(len(b)), y]
-            acc = steps.accept(ua[b, i - 1], ry, qy, M[b])
-            den = qy * M[b]
-            thr[b, i - 1] = np.minimum(np.where(den > 0, ry / np.where(den > 0, den, 1.0), 0.0), 1.0)
-            a, rej = b[acc], np.flatnonzero(~acc)
-            path[a, depth[a]] = i
-            depth[a] += 1
-            cur[a] = i
-            r[a] = T[a, i]
-            M[a] = steps.mass(r[a])
-            if len(rej):
-                br = b[rej]
-                new = steps.residual(r[br], None if q is None else q[rej], y[rej], M[br], T[br, cur[br]])
-                m = steps.mass(new)
-                empty = m <= 0  # rejection had probability 0 up to rounding: the node's target row
-                new[empty] = T[br[empty], cur[br[empty]]]
-                r[br], M[br] = new, np.where(empty, steps.mass(new), m)
-        token = _draw_or_refuse(steps.inverse_cdf, r, us)
-    tokens = np.full((B, N), PAD_TOKEN, np.int64)
-    if N > 1:
-        tokens[:, : N - 1] = np.where(path >= 0, tok[ar[:, None], np.maximum(path, 0)], PAD_TOKEN)
-    tokens[ar, depth] = token
-    out = TreeVerification(tokens=tokens, num_tokens=depth + 1, num_accepted=depth.copy(), path=path, last_node=cur,
-                           bonus=~has_child[ar, cur], accept_uniforms=np.where(thr == thr, ua, np.nan),
-                           thresholds=thr, sample_uniforms=us + 0.0)  # fmt: skip
-    return _in.back(out, torch_in)
+    ar, cur, depth = np.arange(B), np.zeros(B, np.int64), np.zeros(B, np.int64)  # (B,) the current node, its depth
+    path, thr = np.full((B, N - 1), PAD), np.full((B, N - 1), np.nan)
+    r = T[:, 0].copy()  # (B, V)
+    M = mass(r)  # (B,)
+    for i in range(1, N):
+        b = np.flatnonzero(par[:, i] == cur)  # rows where node i is a child of the current node
+        y, q = tok[b, i], None if Q is None else Q[b, cur[b]]  # (R,), (R, V)
+        ry, qy = r[b, y], np.ones(len(b)) if q is None else q[np.arange(len(b)), y]
+        acc = s.accept(ua[b, i - 1], ry, qy, M[b])
+        den = qy * M[b]
+        thr[b, i - 1] = np.minimum(np.where(den > 0, ry / np.where(den > 0, den, 1.0), 0.0), 1.0)
+        a, br = b[acc], b[~acc]
+        path[a, depth[a]] = i
+        depth[a] += 1
+        cur[a] = i
+        r[a], M[a] = T[a, i], mass(T[a, i])
+        new = s.residual(r[br], None if q is None else q[~acc], y[~acc], M[br], T[br, cur[br]])
+        empty = mass(new) <= 0  # a rejection of probability 0 up to rounding: back to the node's target row
+        new[empty] = T[br[empty], cur[br[empty]]]
+        r[br], M[br] = new, mass(new)
+    tokens = np.full((B, N), PAD)
+    tokens[:, : N - 1] = np.where(path >= 0, tok[ar[:, None], np.maximum(path, 0)], PAD)
+    tokens[ar, depth] = _draw(r, us)
+    return TreeVerification(tokens, depth + 1, depth, path, cur, leaf[ar, cur], np.where(thr == thr, ua, np.nan),
+                            thr, us + 0.0)  # fmt: skip
 
 
-verify_tree = _Rule(_verify_tree, TREE, "verify_tree", """Tree verification (recursive rejection sampling):
-    :func:`specviz.verify_tree`'s signature and result; the derivation is in :mod:`specviz.verifiers.tree`.""")
+# --------------------------------------------------------------------------- the arguments, at the edge
 
 
-# --------------------------------------------------------------------------- mistakes
+def _np(a: Any) -> Any:
+    """A torch tensor or array-like as a NumPy array; half precision as float32 (which holds it exactly)."""
+    if a is not None and hasattr(a, "detach"):
+        a = a.detach().cpu().resolve_conj().resolve_neg()
+        return (a.float() if a.dtype.is_floating_point and a.itemsize == 2 else a).numpy()
+    a = None if a is None else np.asarray(a)
+    return a.astype(np.float32) if a is not None and a.dtype == np.float16 else a
+
+
+def _tol(a: Any) -> float:
+    """validate=True's row-sum tolerance: 1e-2 for half precision (3 significant digits), else 1e-4."""
+    return 1e-2 if str(getattr(a, "dtype", "")).endswith(("float16", "bfloat16")) else 1e-4
+
+
+def _shape(name: str, a: Any, shape: tuple, names: str, kind: str = "f") -> None:
+    """``a`` has the shape (None: any size) and the dtype kind ("f" floats, "iu" integers)."""
+    if a.ndim != len(shape) or any(s not in (None, t) for s, t in zip(shape, a.shape, strict=False)):
+        raise InputError(name, f"shape {names}", f"shape {tuple(a.shape)}")
+    if a.dtype.kind not in kind:
+        raise InputError(name, "integers" if kind == "iu" else "floating-point probabilities", f"dtype {a.dtype}")
+
+
+def _in_range(name: str, a: np.ndarray, lo: int, hi: int, what: str) -> None:
+    if a.size and (a.min() < lo or a.max() > hi):
+        raise InputError(name, f"{what} in [{lo}, {hi}]", str(int(a.min() if a.min() < lo else a.max())))
+
+
+def _check_probs(name: str, a: np.ndarray | None, tol: float | None) -> None:
+    """validate=True: finite and non-negative; probes p(x) (tol None) at most 1, rows (R, V) summing to 1
+    within tol on the grid."""
+    if a is None or not a.size:
+        return
+    if not np.isfinite(a).all():
+        raise InputError(name, "finite probabilities", "NaN or infinite entries")
+    if a.min() < 0:
+        raise InputError(name, "non-negative probabilities", f"minimum {a.min():.6g}")
+    if tol is None:
+        if a.max() > 1:
+            raise InputError(name, "probabilities at most 1", f"{digits(a.max())} at a drafted token")
+        return
+    sums = mass(a)
+    if np.abs(sums - 1.0).max() > tol:
+        raise InputError(name, f"rows summing to 1 (tolerance {tol:g}); pass probabilities, not logits",
+                         f"a row summing to {digits(sums[np.argmax(np.abs(sums - 1.0))])}")  # fmt: skip
+
+
+def _uniforms(rng: Any, uniforms: Any, shape: tuple, B: int, validate: bool) -> tuple[np.ndarray, np.ndarray]:
+    """accept (shape) and sample (B,) float64 uniforms: given, or drawn as the engine draws them, accept first."""
+    if uniforms is None:
+        if hasattr(rng, "manual_seed"):  # a torch.Generator, on its own device
+            t = sys.modules["torch"]
+            ua, us = (t.rand(n, generator=rng, dtype=t.float64, device=rng.device).cpu().numpy() for n in (shape, B))
+            return ua, us
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise InputError("rng", "a numpy.random.Generator or a torch.Generator", type(rng).__name__)
+        rng = np.random.default_rng() if rng is None else rng
+        return rng.random(shape), rng.random(B)
+    if rng is not None:
+        raise InputError("uniforms", "either rng or uniforms, not both", "both")
+    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
+        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
+    ua, us = (np.asarray(_np(u), dtype=np.float64) for u in uniforms)
+    for name, u, n in (("uniforms.accept", ua, shape), ("uniforms.sample", us, (B,))):
+        if u.shape != n:
+            raise InputError(name, f"shape {n}", f"shape {u.shape}")
+        if validate and u.size and not (u.min() >= 0 and u.max() < 1):  # NaN fails too
+            raise InputError(name, "uniforms in [0, 1)", f"range [{digits(u.min())}, {digits(u.max())}]")
+    return ua, us
+
+
+def _padded(s: Any, core: Callable, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any,
+            rng: Any, uniforms: Any, validate: bool) -> Any:  # fmt: skip
+    """Check the padded layout's arguments, as NumPy arrays, and run ``core`` on them."""
+    tol = (_tol(target_probs), _tol(draft_probs))
+    P, Q, x, j = (_np(a) for a in (target_probs, draft_probs, draft_tokens, num_draft))
+    _shape("draft_tokens", x, (None, None), "(B, K)", "iu")
+    B, K = x.shape
+    _shape("target_probs", P, (B, K + 1, None), "(B, K+1, V) from draft_tokens (B, K)")
+    _shape("num_draft", j, (B,), "(B,)", "iu")
+    _in_range("num_draft", j, 0, K, "draft counts")
+    if P.shape[2] < 1:
+        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
+    if Q is not None:
+        _shape("draft_probs", Q, (B, K, P.shape[2]), "(B, K, V)")
+    ua, us = _uniforms(rng, uniforms, (B, K), B, validate)
+    with np.errstate(all="ignore"):
+        return _back(core(s, P, Q, x.astype(np.int64), j.astype(np.int64), ua, us, validate, tol), target_probs)
+
+
+def _back(res: Any, like: Any) -> Any:
+    """The results as torch CPU tensors when the inputs were torch tensors."""
+    if not hasattr(like, "detach"):
+        return res
+    return type(res)._make(sys.modules["torch"].from_numpy(np.ascontiguousarray(f)) for f in res)
+
+
+# --------------------------------------------------------------------------- the rules, and their mistakes
+
+
+def _verify(s: ChainSteps, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *,
+            rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
+    return _padded(s, _chain, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
+
+
+def _verify_block(s: BlockSteps, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *,
+                  rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
+    return _padded(s, _block, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
+
+
+def _verify_tree(s: TreeSteps, target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
+                 *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> TreeVerification:  # fmt: skip
+    """Node n's parent is parents[b, n] < n (-1 at the root, node 0); nodes from num_nodes[b] on are ignored."""
+    tol = (_tol(target_probs), _tol(draft_probs))
+    T, Q, tok, par, n = (_np(a) for a in (target_probs, draft_probs, node_tokens, parents, num_nodes))
+    _shape("target_probs", T, (None, None, None), "(B, N, V)")
+    B, N, V = T.shape
+    if N < 1 or V < 1:
+        raise InputError("target_probs", "at least one node (the root) and one token", f"shape {(B, N, V)}")
+    for name, a, shape in (("node_tokens", tok, (B, N)), ("parents", par, (B, N)), ("num_nodes", n, (B,))):
+        _shape(name, a, shape, "(B, N)" if len(shape) == 2 else "(B,)", "iu")
+    if Q is not None:
+        _shape("draft_probs", Q, (B, N, V), "(B, N, V)")
+    _in_range("num_nodes", n, 1, N, "node counts (the root included)")
+    idx = np.arange(N)
+    inner = (idx >= 1) & (idx < n[:, None])  # (B, N) the live nodes with a parent
+    if (par[:, 0] != -1).any() or (inner & ((par < 0) | (par >= idx))).any():
+        raise InputError("parents", "-1 at the root, 0 <= parents[b, n] < n at nodes 1 .. num_nodes[b]-1",
+                         "a parent out of order")  # fmt: skip
+    _in_range("node_tokens", tok[inner], 0, V - 1, "token ids at nodes 1 .. num_nodes[b]-1")
+    tok, par = np.where(inner, tok, 0).astype(np.int64), np.where(inner, par, -2).astype(np.int64)  # -2: no node
+    has_child = np.zeros((B, N + 1), bool)
+    has_child[np.arange(B)[:, None], np.where(inner, par, N)] = True  # column N collects the rest
+    if validate:
+        _check_probs("target_probs", T[idx < n[:, None]], tol[0])
+        _check_probs("draft_probs", None if Q is None else Q[has_child[:, :N]], tol[1])
+    ua, us = _uniforms(rng, uniforms, (B, N - 1), B, validate)
+    with np.errstate(all="ignore"):
+        Q = None if Q is None else Q.astype(np.float64)
+        return _back(_tree(s, T.astype(np.float64), Q, tok, par, ~has_child, ua, us), target_probs)
+
+
+class _Rule:
+    """A reference rule: its steps, and the function that runs them, under the engine's signature."""
+
+    def __init__(self, run: Callable, steps: Any, name: str, doc: str) -> None:
+        self.run, self.steps, self.__name__, self.__qualname__, self.__doc__ = run, steps, name, name, doc
+        sig = inspect.signature(run)
+        self.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])  # without the steps
+        self.swapped: tuple[str, Callable] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(self.steps, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<reference verifier {self.__name__}>"
+
+
+verify = _Rule(_verify, ChainSteps(), "verify", "The chain rule, padded layout: specviz.verify's arguments, result.")
+verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: specviz.verify_block's.")
+verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: specviz.verify_tree's.")
+CHAIN, BLOCK, TREE = verify.steps, verify_block.steps, verify_tree.steps
 
 
 def with_step(rule: _Rule, name: str, **swapped: Callable) -> _Rule:
-    """The reference ``rule`` with exactly one step replaced, called ``name``, of the same signature.
-
-    ``with_step(verify, "resample_from_p", replacement=draw_from_p)``: the chain rule whose
-    replacement is drawn from p. The step names are the fields of the rule's steps
-    (:class:`ChainSteps`, :class:`BlockSteps`, :class:`TreeSteps`).
-    """
+    """The reference ``rule`` with exactly one step replaced, called ``name``, of the same signature:
+    ``with_step(verify, "resample_from_p", replacement=from_p)``. The steps: the fields of ``rule.steps``."""
     if not isinstance(rule, _Rule):
-        raise InputError("rule", "a reference rule (reference.verify, verify_flat, verify_block, verify_tree)",
+        raise InputError("rule", "a reference rule (verify, verify_block, verify_tree)",
                          type(rule).__name__)  # fmt: skip
-    if len(swapped) != 1:
-        raise InputError("swapped", "exactly one step to replace", f"{len(swapped)}: {sorted(swapped)}")
-    (step,) = swapped
-    if step not in rule.steps._fields:
-        raise InputError("swapped", "one of " + ", ".join(rule.steps._fields), repr(step))
+    if len(swapped) != 1 or next(iter(swapped)) not in rule.steps._fields:
+        raise InputError("swapped", "exactly one step, one of " + ", ".join(rule.steps._fields), str(sorted(swapped)))
+    ((step, fn),) = swapped.items()
     out = _Rule(rule.run, rule.steps._replace(**swapped), name,
-                f"{rule.__name__} with its step {step!r} replaced by {getattr(swapped[step], '__name__', '?')}.")
-    out.swapped = (step, swapped[step])  # type: ignore[attr-defined]
+                f"{rule.__name__} with its step {step!r} replaced by {getattr(fn, '__name__', '?')}.")  # fmt: skip
+    out.swapped = (step, fn)
     return out
 
 
 def swapped_step(verifier: Any) -> tuple[str, Callable] | None:
     """(step name, function) of a verifier made by :func:`with_step`; None for anything else."""
     return getattr(verifier, "swapped", None)
-
-
-__all__ = ["BLOCK", "CHAIN", "TREE", "BlockSteps", "ChainSteps", "Kept", "TreeSteps", "Uniforms", "inverse_cdf",
-           "on_grid", "swapped_step", "verify", "verify_block", "verify_flat", "verify_tree", "with_step"]
