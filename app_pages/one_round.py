@@ -109,7 +109,7 @@ def side_by_side(p, q, rule, bad, rounds: int, event: int, sides, mistake: str) 
     names = ("the rule", mistake)
     for col, name, res, (trc, view) in zip(st.columns(2, gap="large"), names, (rule, bad), sides, strict=True):
         with col:
-            fig = lesson_figures.coin_lines(view.steps, f"Round {rounds}, {name}: the coins it read")
+            fig = lesson_figures.coin_lines(view.steps, f"Round {rounds}, {name}")
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins." + name)
             draw_chart(trc, view, S + "draw." + name)
             st.markdown(rd.status(trc, view, rounds))

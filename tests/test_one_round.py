@@ -246,7 +246,7 @@ def charts(at) -> list[dict]:
 
 def coin_chart(at, n: int = 0) -> tuple[list[str], list]:
     """The n-th coin chart's row labels and coins, draft 1 first."""
-    spec = [c for c in charts(at) if "coins" in c["layout"]["title"]["text"]][n]
+    spec = [c for c in charts(at) if len(c["data"]) == 3 and c["data"][2].get("name") == "coin u"][n]
     return spec["data"][0]["y"][::-1], list(plotly_array(spec["data"][2]["x"]))[::-1]
 
 
@@ -296,16 +296,18 @@ def test_a_link_mid_round_reproduces_both_sides_and_the_mistake_shows_its_one_co
     rule_labels, _ = coin_chart(at, 0)
     bad_labels, bad_us = coin_chart(at, 1)
     assert "u = 0.38, accepted" in rule_labels[1] and "not tested yet" in rule_labels[2]
-    assert "u = 0.62 (draft 1's coin), rejected" in bad_labels[1] and bad_us[1] == bad_us[0]
+    assert "u = 0.62, rejected<br>(draft 1's coin)" in bad_labels[1] and bad_us[1] == bad_us[0]
     at.button(key="round.step").click()  # event 3: the mistake's draw (it tested two coins), the rule's third coin
     rerun(at)
     assert [m.value for m in at.markdown][:2] == [
         "Round 4: draft 3 of 3 tested (rejected); kept so far: tokens 0, 2.",
-        "Round 4 done: emitted 2 token(s): 0, 1 (replacement last).",
+        "Round 4 done: emitted 2 token(s): 0, 1; last, a replacement at position 2 from the residual max(0, p − q), "
+        "with its own uniform (u = 0.98).",
     ]
     at.button(key="round.step").click()  # event 4: the rule's draw
     rerun(at)
-    assert at.markdown[0].value == "Round 4 done: emitted 3 token(s): 0, 2, 1 (replacement last)."
+    done = "Round 4 done: emitted 3 token(s): 0, 2, 1; last, a replacement at position 3 from the residual"
+    assert at.markdown[0].value.startswith(done)
     captions = " ".join(c.value for c in at.caption)
     assert "Same drafts, same coins" not in captions
     assert "at draft 2 it read draft 1's coin again (u = 0.62)" in captions and "it kept drafts 1, the rule" in captions
@@ -317,7 +319,8 @@ def test_reused_coin_shows_the_rejected_coin_as_its_draw():
     at = open_page("app_pages/one_round.py", {"rounds": "4", "event": str(rd.END), "compare": "1",
                                               "mistake": "reused_coin"})  # fmt: skip
     d = bad.draw
-    assert f"Residual (p − q)₊, position 3: u = {d.u:.2f} (draft 3's coin) → token {d.token}" in titles(at)
+    assert f"Replacement: u = {d.u:.2f} → token {d.token}" in titles(at) and d.u == c.accept[3, 2]
+    assert at.markdown[1].value.endswith(f"from the residual max(0, p − q), with draft 3's coin again (u = {d.u:.2f}).")
     assert "with draft 3's coin again" in " ".join(c.value for c in at.caption)
 
 

@@ -24,8 +24,8 @@ REJECTED = "#c62828"  # the coin landed at or above p/q
 def _coin_label(s: Any) -> str:
     if s.state == NOT_YET:
         return f"draft {s.position + 1}: token {s.draft}<br>not tested yet"
-    whose = "" if s.coin == s.position else f" (draft {s.coin + 1}'s coin)" if s.coin >= 0 else " (not a draft's coin)"
-    return f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}{whose}, {s.state}"
+    whose = "" if s.coin == s.position else f"<br>(draft {s.coin + 1}'s coin)" if s.coin >= 0 else "<br>(no draft's)"
+    return f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}, {s.state}{whose}"
 
 
 def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:

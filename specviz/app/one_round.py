@@ -262,7 +262,7 @@ def _draft_list(positions: list[int]) -> str:
 def describe_draw(d: Draw) -> str:
     """The last draw in words, from what the verifier's steps read."""
     if d.kind == "none":
-        return "no last token drawn (the round stops)"
+        return "no token drawn (every draft kept, no bonus)"
     where = f"at position {d.position + 1}"
     source = {"replacement": "from the residual max(0, p − q)", "inverse_cdf": "from p"}.get(
         d.step, f"by its step {d.step}"
@@ -297,24 +297,21 @@ def differences(rule: RoundTrace, bad: RoundTrace) -> list[str]:
 
 
 def draw_title(d: Draw, done: bool) -> str:
-    """The title of the last draw's chart: what was drawn, from what, with which uniform."""
+    """The title of the last draw's chart, short enough for half a projector; :func:`status` says the rest
+    (from what, at which position, with whose uniform)."""
     if not done:
         return "Last token: not drawn yet"
     if d.kind == "none":
-        return "No last token: every draft kept, no bonus drawn"
-    source = {"replacement": "Residual (p − q)₊", "inverse_cdf": ("Bonus" if d.kind == "bonus" else "Replacement")
-              + " from p"}.get(d.step, f"{d.kind.capitalize()} by {d.step}")  # fmt: skip
-    coin = "" if d.coin == -1 else f" (draft {d.coin + 1}'s coin)" if d.coin >= 0 else " (not its own uniform)"
-    return f"{source}, position {d.position + 1}: u = {d.u:.2f}{coin} → token {d.token}"
+        return "No last token: no bonus drawn"
+    return f"{d.kind.capitalize()}: u = {d.u:.2f} → token {d.token}"
 
 
 def status(tr: RoundTrace, view: View, rounds: int) -> str:
     """One line under the controls: where Step is in the round, and what the round emitted so far."""
     tested = [s for s in view.steps if s.state not in (NOT_YET, STATES[2])]
     if view.done:
-        last = "no last token drawn" if tr.draw.kind == "none" else f"{tr.draw.kind} last"
         return f"Round {rounds:,} done: emitted {len(view.tokens)} token(s): " \
-               f"{', '.join(str(t) for t in view.tokens)} ({last})."  # fmt: skip
+               f"{', '.join(str(t) for t in view.tokens)}; last, {describe_draw(tr.draw)}."  # fmt: skip
     if not tested:
         return f"Round {rounds:,}: no coin tested yet. Step tests draft 1's coin."
     s = tested[-1]
