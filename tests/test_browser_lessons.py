@@ -50,10 +50,16 @@ def test_one_round_steps_plays_and_is_photographed(page, app_url):
     browser.wait_idle(page, LOADED)
     assert browser.exceptions(page) == [] and browser.dialogs(page) == []
     assert browser.outside_viewport(page, ".st-key-round-step button") == []
-    assert round_number(page) == 1
+    assert round_number(page) == 1 and "Round 1: no coin tested yet." in browser.main_text(page)  # before any coin
     browser.click_button(page, "Step")
     browser.wait_idle(page, LOADED)
-    assert round_number(page) == 2
+    assert round_number(page) == 1 and "Round 1: draft 1 of 3 tested" in browser.main_text(page)
+    for _ in range(5):  # draft by draft to the end of round 1 (at most 3 coins and the draw), then round 2
+        if round_number(page) == 2:
+            break
+        browser.click_button(page, "Step")
+        browser.wait_idle(page, LOADED)
+    assert round_number(page) == 2 and "Round 2: draft 1 of 3 tested" in browser.main_text(page)
     browser.click_button(page, "Play")
     page.wait_for_timeout(4000)  # about four ticks of one second
     playing = round_number(page)
@@ -64,7 +70,7 @@ def test_one_round_steps_plays_and_is_photographed(page, app_url):
     paused = round_number(page)
     page.wait_for_timeout(2500)
     assert round_number(page) == paused  # the timer stopped
-    page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=40")
+    page.goto(f"{app_url}/one-round?present=1&seed=2&rounds=40&event=2")  # mid-round: draft 2 of round 40 tested
     browser.wait_idle(page, LOADED)
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
     page.wait_for_timeout(1500)
@@ -72,6 +78,14 @@ def test_one_round_steps_plays_and_is_photographed(page, app_url):
     DOCS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS / "one-round.png"))
     assert (DOCS / "one-round.png").stat().st_size > 10_000
+    # The round: shared_uniform beside the rule, seed 0, round 4, two coins in (artifacts only).
+    page.goto(f"{app_url}/one-round?present=1&seed=0&rounds=4&event=2&compare=1&mistake=shared_uniform")
+    browser.wait_idle(page, LOADED)
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=20_000)
+    page.wait_for_timeout(1500)
+    assert browser.exceptions(page) == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "one-round-shared-uniform.png"))
 
 
 def test_find_the_bug_reveals_and_is_photographed(page, app_url):

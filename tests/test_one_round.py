@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
-from apptest import link, metric, open_page, rerun
+from apptest import link, metric, open_page, plotly_array, rerun
 from scipy import stats as sps
 
 from specviz.app import one_round as rd
@@ -38,7 +39,8 @@ def test_trace_is_the_rule_step_by_step(preset):
     p, q, c, res = run(preset, 4, 300, 3)
     kinds = set()
     for i in range(300):
-        tr = rd.trace(p, q, c, res, i)
+        tr = rd.trace(p, q, c, i)
+        assert tr.tokens == [int(t) for t in res.tokens[i] if t >= 0]  # the reference's round is the engine's
         for s in tr.steps:
             assert s.draft == c.drafts[i, s.position]
             if s.state == "accepted":
@@ -80,13 +82,142 @@ def test_the_mistake_runs_on_the_same_coins_and_parts_where_it_should():
     assert a[part.round, part.position] != b[part.round, part.position]
     assert (a[part.round, : part.position] == b[part.round, : part.position]).all()
     assert part.rounds_differing == int((a != b).any(axis=1).sum())
-    # The rule against itself never parts; the mistake's accepted coins are the rule's coins.
+    # The rule against itself never parts.
     assert rd.parting(rule, rd.play(p, q, c), 2000) == rd.Parting(None, None, 0)
-    for i in range(50):  # the mistake's trace gives each coin's own verdict, whatever the mistake did with it
-        for s in rd.trace(p, q, c, bad, i, rule=False).steps:
-            assert s.state == ("passes" if s.u * s.q < s.p else "fails")
-    used = np.asarray(bad.accept_uniforms)
-    assert (np.isnan(used) | (used == c.accept)).all()
+
+
+# --- each side's panel is what its verifier read and drew ----------------------------------------------------------
+
+
+def emitted_by_panel(tr: rd.RoundTrace, c: rd.Coins, i: int) -> list[int]:
+    """The tokens the panel says the round emitted, checked against the coins it says were read.
+
+    Every tested coin shows the uniform it names (its own or another draft's), its verdict is u·q(x) < p(x) on the
+    numbers shown, a kept draft passed and a rejected one did not; the draw's uniform is the one it names, and
+    where the panel shows a law, the token is that law's inverse-CDF draw at that uniform.
+    """
+    for s in tr.steps:
+        assert s.draft == c.drafts[i, s.position]
+        assert s.u == c.accept[i, s.coin]
+        assert s.passed == (s.u * s.q < s.p)
+        if s.state == "accepted":
+            assert s.passed
+        elif s.state == "rejected":
+            assert not s.passed
+    d = tr.draw
+    if d.kind == "none":
+        return [s.draft for s in tr.steps if s.state == "accepted"]
+    assert d.u == (c.sample[i] if d.coin == -1 else c.accept[i, d.coin])
+    if d.law is not None:
+        assert d.token == int(draw_iid(d.law, np.array([d.u]))[0])
+    return [s.draft for s in tr.steps if s.state == "accepted"] + [d.token]
+
+
+SETTINGS = [(TEXTBOOK, 3), ("random", 5), ("one-hot q", 2), (TEXTBOOK, 1), ("random", 6)]
+SEEDS, ROUNDS = range(6), 60  # 6 seeds x 5 settings x 60 rounds = 1,800 rounds per verifier
+
+
+@pytest.mark.parametrize("mistake", [None, *rd.MISTAKES])
+def test_each_panel_is_consistent_with_the_tokens_its_verifier_emitted(mistake):
+    """For the rule and EVERY mistake the page offers: the coins, verdicts and draw its panel shows give the
+    tokens its verifier emitted in the batch, on 1,800 rounds. (On the code before the panel was traced, the
+    mistake's panel drew the rule's fresh coins: shared_uniform's seed 0, round 4 showed draft 2's coin 0.38
+    passing while the mistake emitted 0, 1; this test found such rounds for shared_uniform, count_after_rejection
+    and no_bonus.)"""
+    differ = 0
+    for preset, K in SETTINGS:
+        for seed in SEEDS:
+            p, q, c, res = run(preset, K, ROUNDS, seed, mistake)
+            rule = rd.play(p, q, c)
+            for i in range(ROUNDS):
+                tr = rd.trace(p, q, c, i, mistake)
+                emitted = [int(t) for t in res.tokens[i] if t >= 0]
+                assert tr.tokens == emitted == emitted_by_panel(tr, c, i), (preset, K, seed, i)
+                differ += emitted != [int(t) for t in rule.tokens[i] if t >= 0]
+    # Not vacuous: every mistake emits something else on some round, except bonus_row_before, whose row before holds
+    # the same p here (one context-free pair at every position); the rule never does.
+    assert (differ > 0) == (mistake not in (None, "bonus_row_before"))
+
+
+def test_the_reported_round_shows_the_one_coin_shared_uniform_read():
+    """The issue's case: seed 0, round 4, K = 3. The mistake read draft 1's coin 0.62 at draft 2 (p/q = 0.6) and
+    rejected it; the rule read a fresh 0.38 there and kept it."""
+    p, q, c, _ = run(TEXTBOOK, 3, 4, 0)
+    rule, bad = rd.trace(p, q, c, 3), rd.trace(p, q, c, 3, "shared_uniform")
+    assert rule.tokens == [0, 2, 1] and bad.tokens == [0, 1]
+    s = bad.steps[1]
+    assert (s.coin, round(s.u, 2), s.threshold, s.state) == (0, 0.62, pytest.approx(0.6), "rejected")
+    assert (rule.steps[1].coin, round(rule.steps[1].u, 2), rule.steps[1].state) == (1, 0.38, "accepted")
+    assert bad.draw.position == 1 and rule.draw.position == 2  # each replacement at its own rejected position
+    assert any("read draft 1's coin again (u = 0.62)" in d for d in rd.differences(rule, bad))
+
+
+def test_what_each_mistake_reads_is_shown_as_it_reads_it():
+    """The panels show each mistake's own swapped step: one coin, a reused coin, p for the residual, no bonus, the
+    residual one position late. Controls: the rule's panel shows none of these on the same rounds."""
+    seen: dict[str, set] = {}
+    for seed in range(4):
+        p, q, c, _ = run(TEXTBOOK, 3, 100, seed)
+        for i in range(100):
+            rule = rd.trace(p, q, c, i)
+            assert all(s.coin == s.position for s in rule.steps) and rule.draw.coin == -1
+            assert rule.draw.step in ("replacement", "inverse_cdf")
+            for m in rd.MISTAKES:
+                tr = rd.trace(p, q, c, i, m)
+                d, rej = tr.draw, [s.position for s in tr.steps if s.state == "rejected"]
+                seen.setdefault(m, set()).add(d.kind)
+                if m == "shared_uniform":
+                    assert all(s.coin == 0 for s in tr.steps)
+                if m == "reused_coin":
+                    assert d.coin == (rej[0] if d.kind == "replacement" else -1)
+                    assert d.kind == "bonus" or d.u == c.accept[i, rej[0]] != c.sample[i]
+                if m == "resample_from_p" and d.kind == "replacement":
+                    assert d.step == "replacement_from_p" and np.allclose(d.law, p, atol=1e-12)
+                if m == "late_rejection" and d.kind == "replacement":
+                    assert d.position == rej[0] + 1
+                if m == "unclamped_residual" and d.kind == "replacement":
+                    assert d.step == "replacement_unclamped" and d.law is None  # it draws by its own running sum
+    assert seen["no_bonus"] == {"replacement", "none"} and "none" not in seen["resample_from_p"]
+
+
+def test_a_pipeline_mistake_is_refused_with_its_name():
+    p, q, c, _ = run(TEXTBOOK, 3, 2, 0)
+    with pytest.raises(ValueError, match="^mistake.*shared_uniform.*got 'q_unprocessed'"):
+        rd.trace(p, q, c, 0, "q_unprocessed")
+
+
+# --- stepping draft by draft -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mistake", [None, *rd.MISTAKES])
+def test_stepping_emits_at_the_last_event_what_playing_the_round_emits(mistake):
+    """Step from before the first coin to the round's end: one event per coin tested, then the draw; nothing is
+    emitted before the coins say so, and after the last event the tokens are the whole round's in play()."""
+    for preset, K in SETTINGS[:3]:
+        p, q, c, res = run(preset, K, 40, 1, mistake)
+        for i in range(40):
+            tr = rd.trace(p, q, c, i, mistake)
+            rounds, event, seen = i + 1, 0, []
+            assert rd.at_event(tr, 0).tokens == [] and all(s.state == rd.NOT_YET for s in rd.at_event(tr, 0).steps)
+            while True:
+                view = rd.at_event(tr, event)
+                seen.append(view.tokens)
+                nxt = rd.step(rounds, event, tr.events)
+                if nxt[0] != rounds:
+                    break
+                rounds, event = nxt
+            assert nxt == (i + 2, 1) and event == tr.events == len(seen) - 1
+            assert view.done and view.tokens == [int(t) for t in res.tokens[i] if t >= 0]
+            assert all(a == b[: len(a)] for a, b in zip(seen, seen[1:], strict=False))  # tokens only ever grow
+            tested = [s for s in view.steps if s.state != "not reached"]
+            assert len(tested) == tr.events - 1
+
+
+def test_play_finishes_the_round_then_plays_whole_rounds():
+    assert rd.play_tick(4, 2, 4) == (4, rd.END)  # mid-round: the rest of round 4
+    assert rd.play_tick(4, 4, 4) == (rd.next_rounds(4), rd.END)
+    assert rd.rounds_done(4, 2, 4) == 3 and rd.rounds_done(4, rd.END, 4) == 4
+    assert rd.step(rd.MAX_ROUNDS, rd.END, 4) == (rd.MAX_ROUNDS, rd.END)  # the cap
 
 
 def test_play_speeds_up_and_stops_at_the_cap():
@@ -109,33 +240,99 @@ def test_bad_sizes_are_input_errors():
 # --- the page --------------------------------------------------------------------------------------
 
 
-def test_page_steps_and_keeps_its_state_in_the_link():
+def charts(at) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def coin_chart(at, n: int = 0) -> tuple[list[str], list]:
+    """The n-th coin chart's row labels and coins, draft 1 first."""
+    spec = [c for c in charts(at) if len(c["data"]) == 3 and c["data"][2].get("name") == "coin u"][n]
+    return spec["data"][0]["y"][::-1], list(plotly_array(spec["data"][2]["x"]))[::-1]
+
+
+def titles(at) -> list[str]:
+    return [c["layout"]["title"]["text"] for c in charts(at)]
+
+
+def test_page_opens_before_the_first_coin_and_steps_draft_by_draft():
     at = open_page("app_pages/one_round.py")
-    assert metric(at, "round") == "1"
+    assert metric(at, "round") == "1" and metric(at, "tokens emitted") == "0" and metric(at, "tokens per step") == "–"
+    labels, us = coin_chart(at)
+    assert all("not tested yet" in lb for lb in labels) and all(u is None for u in us)  # no coin tested
+    assert "Last token: not drawn yet" in titles(at) and "All tokens of 0 rounds against p" in titles(at)
+    assert at.markdown[0].value == "Round 1: no coin tested yet. Step tests draft 1's coin."
+    assert link(at)["rounds"] == "1" and link(at)["event"] == "0"
     p, q, c, res = run(TEXTBOOK, 3, 2, 0)
+    tr = rd.trace(p, q, c, 0)
+    for event in range(1, tr.events + 1):
+        at.button(key="round.step").click()
+        rerun(at)
+        assert metric(at, "round") == "1" and link(at)["event"] == str(event)
+        labels, us = coin_chart(at)
+        assert sum(u is not None for u in us) == min(event, tr.events - 1)  # one coin more per step, then the draw
+        if event < tr.events:
+            assert metric(at, "tokens emitted") == "0" and "Last token: not drawn yet" in titles(at)
+    assert metric(at, "tokens emitted") == str(len(tr.tokens)) == str(int(res.num_tokens[0]))
+    assert at.markdown[0].value.startswith(f"Round 1 done: emitted {len(tr.tokens)} token(s): "
+                                           + ", ".join(map(str, tr.tokens)))  # fmt: skip
     at.button(key="round.step").click()
     rerun(at)
-    assert metric(at, "round") == "2"
-    assert metric(at, "tokens emitted") == f"{int(np.asarray(res.num_tokens).sum()):,}"
-    assert link(at)["rounds"] == "2"
+    assert metric(at, "round") == "2" and link(at)["event"] == "1"
     expected = metric(at, "expected: (1 − aᴷ⁺¹)/(1 − a)")
     at.slider(key="round.K").set_value(5)
     rerun(at)
     assert metric(at, "expected: (1 − aᴷ⁺¹)/(1 − a)") == f"{theory.expected_tokens(0.7, 5):.3f}" != expected
     at.button(key="round.reset").click()
     rerun(at)
-    assert metric(at, "round") == "1"
+    assert metric(at, "round") == "1" and link(at)["event"] == "0" and metric(at, "tokens emitted") == "0"
+
+
+def test_a_link_mid_round_reproduces_both_sides_and_the_mistake_shows_its_one_coin():
+    """The issue's case, shared_uniform beside the rule at seed 0, round 4, stepped: the link reproduces the very
+    charts, and the mistake's panel shows draft 1's coin at draft 2, the coin that rejected it."""
+    query = {"rounds": "4", "event": "2", "compare": "1", "mistake": "shared_uniform", "seed": "0"}
+    at = open_page("app_pages/one_round.py", query)
+    assert charts(open_page("app_pages/one_round.py", query)) == charts(at)  # the link reproduces what was shown
+    rule_labels, _ = coin_chart(at, 0)
+    bad_labels, bad_us = coin_chart(at, 1)
+    assert "u = 0.38, accepted" in rule_labels[1] and "not tested yet" in rule_labels[2]
+    assert "u = 0.62, rejected<br>(draft 1's coin)" in bad_labels[1] and bad_us[1] == bad_us[0]
+    at.button(key="round.step").click()  # event 3: the mistake's draw (it tested two coins), the rule's third coin
+    rerun(at)
+    assert [m.value for m in at.markdown][:2] == [
+        "Round 4: draft 3 of 3 tested (rejected); kept so far: tokens 0, 2.",
+        "Round 4 done: emitted 2 token(s): 0, 1; last, a replacement at position 2 from the residual max(0, p − q), "
+        "with its own uniform (u = 0.98).",
+    ]
+    at.button(key="round.step").click()  # event 4: the rule's draw
+    rerun(at)
+    done = "Round 4 done: emitted 3 token(s): 0, 2, 1; last, a replacement at position 3 from the residual"
+    assert at.markdown[0].value.startswith(done)
+    captions = " ".join(c.value for c in at.caption)
+    assert "Same drafts, same coins" not in captions
+    assert "at draft 2 it read draft 1's coin again (u = 0.62)" in captions and "it kept drafts 1, the rule" in captions
+
+
+def test_reused_coin_shows_the_rejected_coin_as_its_draw():
+    p, q, c, _ = run(TEXTBOOK, 3, 4, 0)
+    bad = rd.trace(p, q, c, 3, "reused_coin")
+    at = open_page("app_pages/one_round.py", {"rounds": "4", "event": str(rd.END), "compare": "1",
+                                              "mistake": "reused_coin"})  # fmt: skip
+    d = bad.draw
+    assert f"Replacement: u = {d.u:.2f} → token {d.token}" in titles(at) and d.u == c.accept[3, 2]
+    assert at.markdown[1].value.endswith(f"from the residual max(0, p − q), with draft 3's coin again (u = {d.u:.2f}).")
+    assert "with draft 3's coin again" in " ".join(c.value for c in at.caption)
 
 
 def test_page_from_a_link_shows_the_mistake_side_by_side():
-    at = open_page("app_pages/one_round.py", {"rounds": "3000", "compare": "1", "mistake": "count_after_rejection",
-                                              "K": "4", "seed": "5"})  # fmt: skip
+    at = open_page("app_pages/one_round.py", {"rounds": "3000", "event": str(rd.END), "compare": "1",
+                                              "mistake": "count_after_rejection", "K": "4", "seed": "5"})  # fmt: skip
     p, q, c, rule = run(TEXTBOOK, 4, 3000, 5)
     bad = rd.play(p, q, c, "count_after_rejection")
     part = rd.parting(rule, bad, 3000)
     assert [w.value for w in at.warning] == [
-        f"The two first part in round {part.round + 1}, at emitted token {part.position + 1}; "
-        f"{part.rounds_differing:,} of 3,000 rounds differ."
+        f"The rule and count_after_rejection first differ in round {part.round + 1}, at emitted token "
+        f"{part.position + 1}; {part.rounds_differing:,} of 3,000 rounds differ."
     ]
     t_rule, t_bad = rd.tally(p, q, rule, 3000), rd.tally(p, q, bad, 3000)
     captions = " ".join(c.value for c in at.caption)
@@ -146,8 +343,11 @@ def test_page_from_a_link_shows_the_mistake_side_by_side():
 
 
 def test_play_advances_rounds_on_each_run_and_pause_stops():
-    at = open_page("app_pages/one_round.py", {"rounds": "10"})
-    at.button(key="round.play").click()
+    at = open_page("app_pages/one_round.py", {"rounds": "10", "event": "1"})
+    at.button(key="round.play").click()  # mid-round: Play first finishes round 10
+    rerun(at)
+    p, q, c, res = run(TEXTBOOK, 3, 10, 0)
+    assert metric(at, "round") == "10" and metric(at, "tokens emitted") == f"{int(res.num_tokens.sum()):,}"
     rerun(at)
     assert metric(at, "round") == str(rd.next_rounds(10))
     assert at.button(key="round.play").label == "Pause"

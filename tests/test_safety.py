@@ -73,7 +73,7 @@ PAGE_PARAMS = {
     "app_pages/settings.py": ["source", "preset", "seed", "tl", "dl", "rT", "rk", "rp", "dT", "dk", "dp", "K", "knob"],
     "app_pages/interview.py": ["step", "ans", "a", "c", "B", "K"],
     "app_pages/text.py": ["prompt", "K", "T", "seed", "rounds", "n", "bug"],
-    "app_pages/one_round.py": ["preset", "K", "seed", "rounds", "compare", "mistake"],
+    "app_pages/one_round.py": ["preset", "K", "seed", "rounds", "event", "compare", "mistake"],
     "app_pages/find_bug.py": ["mistake", "n", "seed"],
 }
 

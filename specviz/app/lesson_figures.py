@@ -16,19 +16,29 @@ import plotly.graph_objects as go
 
 from . import plotly_json
 from .figures import ACCEPTED, BONUS, EMPIRICAL, FONT, LAW, NOT_REACHED, REPLACED, TARGET, _layout
+from .one_round import NOT_YET, STATES
 
 REJECTED = "#c62828"  # the coin landed at or above p/q
 
 
+def _coin_label(s: Any) -> str:
+    if s.state == NOT_YET:
+        return f"draft {s.position + 1}: token {s.draft}<br>not tested yet"
+    whose = "" if s.coin == s.position else f"<br>(draft {s.coin + 1}'s coin)" if s.coin >= 0 else "<br>(no draft's)"
+    return f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}, {s.state}{whose}"
+
+
 def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
     """One number line [0, 1) per draft: green below min(1, p/q) (accept), red above it (reject),
-    and the coin u as a black diamond. Positions after the first rejection are greyed out: their
-    coins never count. ``steps`` are :class:`specviz.app.one_round.CoinStep`.
+    and the coin u the verifier read as a black diamond (with whose coin it was when it is another
+    draft's). Positions the verifier never tested are greyed out: their coins never count; positions
+    Step has not reached yet are greyed out with no coin. ``steps`` are
+    :class:`specviz.app.one_round.CoinStep`.
     """
     fig = plotly_json.blank()
     rows = list(steps)[::-1]  # draft 1 on top
-    labels = [f"draft {s.position + 1}: token {s.draft}<br>u = {s.u:.2f}, {s.state}" for s in rows]
-    dim = [s.state == "not reached" for s in rows]
+    labels = [_coin_label(s) for s in rows]
+    dim = [s.state in (STATES[2], NOT_YET) for s in rows]
     fig.add_bar(y=labels, x=[s.threshold for s in rows], orientation="h", name="accept: u < p/q",
                 marker_color=[NOT_REACHED if d else ACCEPTED for d in dim],
                 customdata=[[s.p, s.q] for s in rows],
@@ -36,31 +46,33 @@ def coin_lines(steps: Sequence[Any], title: str) -> go.Figure:
                               "<extra></extra>")  # fmt: skip
     fig.add_bar(y=labels, x=[1 - s.threshold for s in rows], orientation="h", name="reject",
                 marker_color=[NOT_REACHED if d else REJECTED for d in dim], hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(y=labels, x=[s.u for s in rows], mode="markers", name="coin u",
+    fig.add_scatter(y=labels, x=[None if s.state == NOT_YET else s.u for s in rows], mode="markers", name="coin u",
                     marker=dict(symbol="diamond", size=18, color=TARGET, line=dict(width=2, color="#ffffff")),
                     hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
     return _layout(fig, title, barmode="stack", xaxis=dict(range=[0, 1], title="coin u"),
                    height=90 + 80 * len(rows), bargap=0.3, showlegend=False)  # fmt: skip
 
 
-def last_draw(dist: Sequence[float], u: float, token: int, kind: str) -> go.Figure:
+def last_draw(dist: Sequence[float] | None, u: float, token: int, kind: str, title: str | None = None) -> go.Figure:
     """The law the last token is drawn from (the residual or p) cut into one segment per token along
-    [0, 1), and the coin that picks the segment it lands in (inverse CDF)."""
-    law = np.asarray(dist, dtype=np.float64)
+    [0, 1), and the coin that picks the segment it lands in (inverse CDF). ``dist`` None: the
+    verifier handed no weights to the inverse CDF (the coin alone is shown, at u when finite);
+    ``title`` replaces the default one (a draw not made yet, or none at all)."""
     fig = plotly_json.blank()
     palette = REPLACED if kind == "replacement" else BONUS
-    for v, w in enumerate(law):
+    for v, w in enumerate(np.asarray(dist, dtype=np.float64) if dist is not None else []):
         if w <= 0:
             continue
         fig.add_bar(y=["draw"], x=[w], orientation="h", name=f"token {v}", showlegend=False,
                     marker=dict(color=palette if v == token else EMPIRICAL, line=dict(width=2, color="#ffffff")),
                     text=[f"{v}"], textposition="inside", insidetextanchor="middle",
                     hovertemplate=f"token {v}: {w:.4f}<extra></extra>")  # fmt: skip
-    fig.add_scatter(y=["draw"], x=[u], mode="markers", name="coin", showlegend=False,
-                    marker=dict(symbol="triangle-down", size=20, color=TARGET),
-                    hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
+    if np.isfinite(u):
+        fig.add_scatter(y=["draw"], x=[u], mode="markers", name="coin", showlegend=False,
+                        marker=dict(symbol="triangle-down", size=20, color=TARGET),
+                        hovertemplate="u = %{x:.4f}<extra></extra>")  # fmt: skip
     what = "Residual (p − q)₊" if kind == "replacement" else "Bonus from p"
-    return _layout(fig, f"{what}: u = {u:.2f} → token {token}", barmode="stack",
+    return _layout(fig, title or f"{what}: u = {u:.2f} → token {token}", barmode="stack",
                    xaxis=dict(range=[0, 1]), yaxis=dict(showticklabels=False), height=200)  # fmt: skip
 
 

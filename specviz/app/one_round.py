@@ -15,17 +15,25 @@ Rounds are reproducible from the seed alone: round i reads row i of one array of
 R >= r): K coins for the drafts (inverse CDF of q), K acceptance coins, one coin for the
 replacement or bonus draw. The mistake runs on the very same :class:`Coins`: same drafts, same
 :class:`~specviz.verifiers.verify.Uniforms`, one step swapped.
+
+What a round shows is traced, not re-derived: :func:`trace` runs the round again through the
+chain reference (or the mistake, which is the reference with one step swapped) with every step
+recorded, so a mistake that reads one coin for every draft, reads a rejected coin again for the
+replacement, or draws nothing, is shown doing exactly that. Step walks a round's events in order
+(:func:`at_event`): one per coin the verifier tested, then the draw; Play plays whole rounds.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import InputError
 from ..proof import stats, theory
 from ..proof.bugs import BUGS
+from ..verifiers import reference
 from ..verifiers.verify import Uniforms, Verification, verify
 from .position import PRESETS as PRESETS  # the page's choice of (p, q), re-exported
 from .position import draw_iid, preset
@@ -40,8 +48,7 @@ MAX_K = 6  # drafts per round: the coin lines stay readable on a projector
 MISTAKES: tuple[str, ...] = tuple(
     n for n, b in BUGS.items() if b.drafter_mode is None and not b.needs_ragged and n not in ENGINE_MISTAKES
 )
-STATES = ("accepted", "rejected", "not reached")  # the rule's own account of each draft
-COIN_STATES = ("passes", "fails")  # a mistake's trace: each coin's own verdict, u·q(x) < p(x) or not
+STATES = ("accepted", "rejected", "not reached")  # each draft as the verifier's first-rejection step left it
 
 
 class Coins(NamedTuple):
@@ -84,54 +91,257 @@ def play(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, mistake: s
 class CoinStep(NamedTuple):
     position: int
     draft: int  # the token the drafter proposed
-    p: float  # p(draft)
-    q: float  # q(draft)
+    p: float  # p(draft), as the verifier's accept step read it
+    q: float  # q(draft), as the verifier's accept step read it
     threshold: float  # min(1, p/q): the coin accepts below it
-    u: float  # the coin
-    state: str  # one of STATES under the rule; one of COIN_STATES for a mistake
+    u: float  # the coin the verifier's accept step read at this position
+    coin: int  # which acceptance coin that was: its own (= position), another draft's read again, or -1: neither
+    passed: bool  # the accept step's verdict on that coin
+    state: str  # one of STATES: kept, rejected, or never tested; NOT_YET while stepping has not reached it
+
+
+class Draw(NamedTuple):
+    """The last token of a round as the verifier drew it (or did not)."""
+
+    kind: str  # "replacement" (after a rejection), "bonus" (every draft kept) or "none" (nothing drawn)
+    position: int  # the target row drawn at (0-based; K is the row after the last draft); -1 for none
+    step: str  # the function that drew it: the reference's "replacement", "inverse_cdf" (p itself), or a mistake's
+    law: np.ndarray | None  # (V,) the weights handed to the inverse CDF, normalized; None when none were
+    u: float  # the uniform the draw read (nan for none)
+    coin: int  # -1: its own fresh uniform; t: draft t's acceptance coin, read again; -2: neither
+    token: int  # -1 for none
 
 
 class RoundTrace(NamedTuple):
-    """One round laid out for the page: each coin against p/q, then the last token's draw."""
+    """One round as a verifier ran it, read off its own steps: each coin against p/q, then the last draw."""
 
     steps: list[CoinStep]
-    accepted: int
-    kind: str  # "replacement" (after a rejection) or "bonus" (every draft accepted)
-    dist: np.ndarray | None  # (V,) the law the last token was drawn from under the rule; None for a mistake
-    u: float  # the coin of that draw
-    last: int  # the last emitted token
-    tokens: list[int]  # every token the round emitted
+    draw: Draw
+    tokens: list[int]  # every token the round emitted: the kept drafts in order, then the draw
+    events: int  # what Step walks through: one event per tested coin, then one for the draw (or its absence)
+
+    @property
+    def kind(self) -> str:
+        return self.draw.kind
+
+    @property
+    def dist(self) -> np.ndarray | None:
+        return self.draw.law
+
+    @property
+    def u(self) -> float:
+        return self.draw.u
+
+    @property
+    def last(self) -> int:
+        return self.draw.token
 
 
-def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, result: Verification, i: int,
-          *, rule: bool = True) -> RoundTrace:  # fmt: skip
-    """Round ``i`` of ``result`` (computed by :func:`play` on ``c``).
+NOT_YET = "not yet"  # a coin Step has not reached: no u shown
+END = MAX_K + 1  # the event index past any round's last event (K coins and a draw): the round is done
 
-    With ``rule`` the states are the rule's (accepted below ``num_accepted``, the next one
-    rejected unless the row ended with the bonus, the rest not reached) and the law of the last
-    token is added: the residual max(0, p - q) normalized (p when it has no mass), or p for the
-    bonus. A mistake may use the coins in its own way (count_after_rejection keeps a passing
-    draft after a failing one), so its trace gives only each coin's verdict; what it kept is in
-    the tokens it emitted.
+
+def _recording(steps: reference.ChainSteps, log: dict[str, list[tuple[tuple[Any, ...], Any]]]) -> reference.ChainSteps:
+    """``steps`` with every call's arguments and result appended to ``log[step name]``: what the verifier read."""
+
+    def recorded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any) -> Any:
+            out = fn(*args)
+            log.setdefault(name, []).append((args, out))
+            return out
+
+        return step
+
+    return reference.ChainSteps(*(recorded(n, f) for n, f in steps._asdict().items()))
+
+
+def _which(value: float, uniforms: np.ndarray) -> int:
+    """The index of the uniform ``value`` is (-1 when none): uniforms are continuous, so equal means the same draw."""
+    hit = np.flatnonzero(uniforms == value)
+    return int(hit[0]) if hit.size else -1
+
+
+def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, i: int,
+          mistake: str | None = None) -> RoundTrace:  # fmt: skip
+    """Round ``i`` of ``c`` run again alone through the chain reference (``mistake``: that mistake's
+    verifier, the reference with one step swapped), with each of its steps recorded.
+
+    Everything shown comes from what the verifier's own steps read and returned, never from the rule
+    re-applied: the coin at each position is the output of its coins step (one coin for every
+    position under shared_uniform), the verdict is its accept step's, kept and tested are its
+    first-rejection step's, the draw's uniform is its sample-uniform step's (draft i's coin again
+    under reused_coin), and the law is what its replacement step handed to the inverse CDF (p under
+    resample_from_p; none when the step draws by its own arithmetic, as unclamped_residual does, or
+    when nothing is drawn, as under no_bonus). Rows never read each other's coins, so the round alone
+    emits what it emits in :func:`play`'s batch (tests check every mistake on many rounds).
     """
     p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
     K = c.drafts.shape[1]
-    j, bonus = int(result.num_accepted[i]), bool(result.bonus[i])
-    steps = []
+    rule: Any = reference.verify if mistake is None else BUGS[mistake].verifier
+    steps = getattr(rule, "steps", None)
+    if not isinstance(steps, reference.ChainSteps):  # a pipeline mistake: its fault is in what feeds the rule
+        raise InputError("mistake", "a mistake built from the chain reference (" + ", ".join(MISTAKES) + ")",
+                         repr(mistake))  # fmt: skip
+    log: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
+    ua, us = c.accept[i : i + 1], c.sample[i : i + 1]  # (1, K), (1,)
+    rule.run(_recording(steps, log), np.tile(p, (1, K + 1, 1)), np.tile(q, (1, K, 1)), c.drafts[i : i + 1],
+             np.array([K]), uniforms=Uniforms(ua, us), validate=False)  # fmt: skip
+    u = np.asarray(log["coins"][0][1])[0]  # (K,) the coin each position read
+    (_, px, qx), passed = log["accept"][0]
+    kept, first, tested = log["first_rejection"][0][1]
+    steps_out = []
     for t in range(K):
-        x = int(c.drafts[i, t])
-        thr = 1.0 if q[x] <= p[x] else float(p[x] / q[x])
-        if rule:
-            state = "accepted" if t < j else "rejected" if t == j and not bonus else "not reached"
-        else:
-            state = "passes" if c.accept[i, t] * q[x] < p[x] else "fails"
-        steps.append(CoinStep(t, x, float(p[x]), float(q[x]), thr, float(c.accept[i, t]), state))
-    toks = [int(t) for t in result.tokens[i] if t >= 0]
-    dist = None
-    if rule:
-        d = theory.decompose(p, q)
-        dist = p.copy() if bonus or d.total_variation <= 0 else d.residual
-    return RoundTrace(steps, j, "bonus" if bonus else "replacement", dist, float(c.sample[i]), toks[-1], toks)
+        a, b = float(px[0, t]), float(qx[0, t])
+        thr = 0.0 if b <= 0 else 1.0 if b <= a else a / b
+        state = STATES[0] if kept[0, t] else STATES[1] if tested[0, t] else STATES[2]
+        steps_out.append(CoinStep(t, int(c.drafts[i, t]), a, b, thr, float(u[t]), _which(u[t], ua[0]),
+                                  bool(passed[0, t]), state))  # fmt: skip
+    draw = _draw(log, steps.replacement.__name__, int(first[0]) < K, ua[0], float(us[0]))
+    tokens = [s.draft for s in steps_out if s.state == STATES[0]] + ([draw.token] if draw.kind != "none" else [])
+    return RoundTrace(steps_out, draw, tokens, int(tested[0].sum()) + 1)
+
+
+def _draw(log: dict[str, list[tuple[tuple[Any, ...], Any]]], replacement: str, rejected: bool, ua: np.ndarray,
+          us: float) -> Draw:  # fmt: skip
+    """The last draw read off the recorded steps: which row, which step, which weights, which uniform."""
+    if "inverse_cdf" not in log and "replacement" not in log:
+        return Draw("none", -1, "", None, float("nan"), -1, -1)
+    u = float(np.asarray(log["sample_uniform"][0][1])[0])
+    coin = -1 if u == us else _which(u, ua) if _which(u, ua) >= 0 else -2
+    rows = log["replacement_row"][0][1][0]
+    position = int(rows[0]) if rejected else int(np.asarray(log["bonus_row"][0][1])[0])
+    law = None
+    if "inverse_cdf" in log:  # under the replacement step or alone (p at the row): one draw per round
+        w = np.asarray(log["inverse_cdf"][0][0][0], dtype=np.float64)[0]  # (V,) the weights the draw read
+        law = w / w.sum()
+    if "replacement" in log:
+        return Draw("replacement", position, replacement, law, u, coin, int(np.asarray(log["replacement"][0][1])[0]))
+    token = int(np.asarray(log["inverse_cdf"][0][1])[0])
+    return Draw("replacement" if rejected else "bonus", position, "inverse_cdf", law, u, coin, token)
+
+
+class View(NamedTuple):
+    """A round as Step has shown it so far: ``event`` coins tested, then the draw."""
+
+    steps: list[CoinStep]  # coins not yet reached in state NOT_YET
+    done: bool  # every event shown: the draw (or its absence) included
+    tokens: list[int]  # what the round has emitted so far: the kept drafts shown, then the draw once done
+
+
+def at_event(tr: RoundTrace, event: int) -> View:
+    """Round ``tr`` after its first ``event`` events (0: before the first coin; >= tr.events: done)."""
+    done = event >= tr.events
+    order = [s.position for s in tr.steps if s.state != STATES[2]]  # the positions tested, in order
+    shown = set(order[: max(0, int(event))])
+    steps = [s if s.position in shown or done else s._replace(state=NOT_YET) for s in tr.steps]
+    kept = [s.draft for s in steps if s.state == STATES[0]]
+    return View(steps, done, kept + ([tr.draw.token] if done and tr.draw.kind != "none" else []))
+
+
+def step(rounds: int, event: int, events: int) -> tuple[int, int]:
+    """Step: the next event of this round; once it is done, the next round's first coin."""
+    if event < events:
+        return rounds, event + 1
+    return (rounds, event) if rounds >= MAX_ROUNDS else (rounds + 1, 1)
+
+
+def play_tick(rounds: int, event: int, events: int) -> tuple[int, int]:
+    """Play: the rest of this round if it is not done, else whole rounds (:func:`next_rounds`)."""
+    return (rounds if event < events else next_rounds(rounds)), END
+
+
+def rounds_done(rounds: int, event: int, events: int) -> int:
+    """Rounds whose tokens have all been emitted: those before the current one, and it once done."""
+    return int(rounds) - 1 + int(event >= events)
+
+
+def _draft_list(positions: list[int]) -> str:
+    return ", ".join(str(t + 1) for t in positions) if positions else "none"
+
+
+def describe_draw(d: Draw) -> str:
+    """The last draw in words, from what the verifier's steps read."""
+    if d.kind == "none":
+        return "no token drawn (every draft kept, no bonus)"
+    where = f"at position {d.position + 1}"
+    source = {"replacement": "from the residual max(0, p − q)", "inverse_cdf": "from p"}.get(
+        d.step, f"by its step {d.step}"
+    )
+    coin = "its own uniform" if d.coin == -1 else f"draft {d.coin + 1}'s coin again" if d.coin >= 0 else "other"
+    return f"a {d.kind} {where} {source}, with {coin} (u = {d.u:.2f})"
+
+
+def differences(rule: RoundTrace, bad: RoundTrace) -> list[str]:
+    """How the mistake's round differs from the rule's in what it read and drew: each sentence read off
+    the two traces (an empty list when the mistake read the same coins and drew the same way)."""
+    out = []
+    reread: dict[int, list[int]] = {}
+    for s in bad.steps:
+        if s.state != STATES[2] and s.coin != s.position:
+            reread.setdefault(s.coin, []).append(s.position)
+    for coin, at in reread.items():
+        out.append(f"at draft {_draft_list(at)} it read draft {coin + 1}'s coin again (u = {bad.steps[coin].u:.2f}), "
+                   "not a fresh one")  # fmt: skip
+    tested = [[s.position for s in t.steps if s.state != STATES[2]] for t in (rule, bad)]
+    if tested[0] != tested[1]:
+        out.append(f"it tested drafts {_draft_list(tested[1])}, the rule drafts {_draft_list(tested[0])}")
+    kept = [[s.position for s in t.steps if s.state == STATES[0]] for t in (rule, bad)]
+    if kept[0] != kept[1]:
+        out.append(f"it kept drafts {_draft_list(kept[1])}, the rule drafts {_draft_list(kept[0])}")
+    a, b = rule.draw, bad.draw
+    laws = [list(d.law) if d.law is not None else None for d in (a, b)]
+    same_law = laws[0] == laws[1]
+    if (a.kind, a.position, a.step, a.coin, a.u) != (b.kind, b.position, b.step, b.coin, b.u) or not same_law:
+        out.append(f"its last token: {describe_draw(b)}; the rule's: {describe_draw(a)}")
+    return out
+
+
+def draw_title(d: Draw, done: bool) -> str:
+    """The title of the last draw's chart, short enough for half a projector; :func:`status` says the rest
+    (from what, at which position, with whose uniform)."""
+    if not done:
+        return "Last token: not drawn yet"
+    if d.kind == "none":
+        return "No last token: no bonus drawn"
+    return f"{d.kind.capitalize()}: u = {d.u:.2f} → token {d.token}"
+
+
+def status(tr: RoundTrace, view: View, rounds: int) -> str:
+    """One line under the controls: where Step is in the round, and what the round emitted so far."""
+    tested = [s for s in view.steps if s.state not in (NOT_YET, STATES[2])]
+    if view.done:
+        return f"Round {rounds:,} done: emitted {len(view.tokens)} token(s): " \
+               f"{', '.join(str(t) for t in view.tokens)}; last, {describe_draw(tr.draw)}."  # fmt: skip
+    if not tested:
+        return f"Round {rounds:,}: no coin tested yet. Step tests draft 1's coin."
+    s = tested[-1]
+    so_far = "tokens " + ", ".join(str(t) for t in view.tokens) if view.tokens else "no token"
+    return f"Round {rounds:,}: draft {s.position + 1} of {len(view.steps)} tested ({s.state}); kept so far: {so_far}."
+
+
+def events(target_probs: np.ndarray, draft_probs: np.ndarray, K: int, rounds: int, seed: int,
+           mistake: str | None = None) -> int:  # fmt: skip
+    """The events of round ``rounds`` (1-based) that Step walks through: the rule's, or the longer of
+    the rule's and the mistake's when both are shown."""
+    c = coins(draft_probs, K, rounds, seed)
+    shown = (None, mistake) if mistake else (None,)
+    return max(trace(target_probs, draft_probs, c, rounds - 1, m).events for m in shown)
+
+
+def mistake_caption(mistake: str, rule: tuple[RoundTrace, View], bad: tuple[RoundTrace, View], rounds: int) -> str:
+    """The caption under the two sides: what the mistake swapped, and what differed in this round as
+    read off both traces (said once both sides have shown the whole round)."""
+    bug = BUGS[mistake]
+    swapped = f" (the reference's step {bug.step[0]} swapped for {bug.step[1]})" if bug.step else ""
+    head = (f"{mistake}: {bug.title}{swapped}. Both sides get the same drafts and the same uniforms; each shows "
+            "the coins and the draw its own verifier read, and emits its kept drafts, then that draw.")
+    if not (rule[1].done and bad[1].done):
+        return head + f" What differs in round {rounds:,} is listed once both sides have finished it."
+    diffs = differences(rule[0], bad[0])
+    if not diffs:
+        return head + (f" In round {rounds:,} the mistake read the same coins, kept the same drafts and drew its "
+                       "last token the same way as the rule.")  # fmt: skip
+    return head + f" Round {rounds:,}: " + "; ".join(diffs) + "."
 
 
 class Tally(NamedTuple):
