@@ -56,6 +56,7 @@ HEAVY_FILES = frozenset({
     "test_families.py",  # failing prove runs with their family fits
     "test_large_vocab.py",  # V up to 32001, chi-square at V = 600
     "test_text.py",  # the n-gram models trained and run
+    "test_models.py",  # the real model (SmolLM2-135M) loaded, run and sampled
     "test_prove_coverage.py",  # the mutants through whole prove runs
     "test_harness.py",  # verifiers that hang, run to their time limit
     "test_cli_ergonomics.py",  # fresh interpreters

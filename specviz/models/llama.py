@@ -143,7 +143,6 @@ class Llama:
                 cache.length = start + T
             return self._norm(x, self.w["output_norm.weight"]) @ self.head.T  # (B, T, V)
 
-
     def last_logits(self, prefixes: Sequence[Sequence[int]], layers: int | None = None) -> torch.Tensor:
         """Next-token logits (B, V) after each prefix: one forward over the right-padded batch, no cache."""
         seqs = _check_prefixes(prefixes, self.config.vocab_size)
