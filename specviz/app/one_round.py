@@ -184,10 +184,10 @@ def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, i: int,
                          repr(mistake))  # fmt: skip
     log: dict[str, list[tuple[tuple[Any, ...], Any]]] = {}
     ua, us = c.accept[i : i + 1], c.sample[i : i + 1]  # (1, K), (1,)
-    rule.run(_recording(steps, log), np.tile(p, (1, K + 1, 1)), np.tile(q, (1, K, 1)), c.drafts[i : i + 1],
-             np.array([K]), uniforms=Uniforms(ua, us), validate=False)  # fmt: skip
-    u = np.asarray(log["coins"][0][1])[0]  # (K,) the coin each position read
-    (_, px, qx), passed = log["accept"][0]
+    out = rule.run(_recording(steps, log), np.tile(p, (1, K + 1, 1)), np.tile(q, (1, K, 1)), c.drafts[i : i + 1],
+                   np.array([K]), uniforms=Uniforms(ua, us), validate=False)  # fmt: skip
+    (_, px, qx), (coins_read, passed) = log["accept"][0]
+    u = np.asarray(coins_read)[0]  # (K,) the coin each position read
     kept, first, tested = log["first_rejection"][0][1]
     steps_out = []
     for t in range(K):
@@ -196,28 +196,41 @@ def trace(target_probs: np.ndarray, draft_probs: np.ndarray, c: Coins, i: int,
         state = STATES[0] if kept[0, t] else STATES[1] if tested[0, t] else STATES[2]
         steps_out.append(CoinStep(t, int(c.drafts[i, t]), a, b, thr, float(u[t]), _which(u[t], ua[0]),
                                   bool(passed[0, t]), state))  # fmt: skip
-    draw = _draw(log, steps.replacement.__name__, int(first[0]) < K, ua[0], float(us[0]))
+    draw = _draw(log, steps.replacement.__name__, p, int(out.num_accepted[0]), out, ua[0], float(us[0]))
     tokens = [s.draft for s in steps_out if s.state == STATES[0]] + ([draw.token] if draw.kind != "none" else [])
     return RoundTrace(steps_out, draw, tokens, int(tested[0].sum()) + 1)
 
 
-def _draw(log: dict[str, list[tuple[tuple[Any, ...], Any]]], replacement: str, rejected: bool, ua: np.ndarray,
-          us: float) -> Draw:  # fmt: skip
+def _residual_or_p(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    w = reference.residual(p, q, x)
+    return np.where((reference.mass(w) <= 0)[:, None], p, w)
+
+
+# The weights each replacement step hands to the inverse CDF, by the step's name: the rule's residual
+# (p where it has no mass), resample_from_p's p. A step that draws by its own arithmetic
+# (unclamped_residual) has no such weights: its law is not drawn.
+_DRAW_WEIGHTS: dict[str, Callable[[np.ndarray, np.ndarray | None, np.ndarray], np.ndarray]] = {
+    "replacement": _residual_or_p,
+    "replacement_from_p": lambda p, q, x: p,
+}
+
+
+def _draw(log: dict[str, list[tuple[tuple[Any, ...], Any]]], replacement: str, p: np.ndarray, n: int,
+          out: Verification, ua: np.ndarray, us: float) -> Draw:  # fmt: skip
     """The last draw read off the recorded steps: which row, which step, which weights, which uniform."""
-    if "inverse_cdf" not in log and "replacement" not in log:
+    row, from_residual, u_last = log["last_draw"][0][1]
+    if int(row[0]) < 0:
         return Draw("none", -1, "", None, float("nan"), -1, -1)
-    u = float(np.asarray(log["sample_uniform"][0][1])[0])
+    u = float(np.asarray(u_last)[0])
     coin = -1 if u == us else _which(u, ua) if _which(u, ua) >= 0 else -2
-    rows = log["replacement_row"][0][1][0]
-    position = int(rows[0]) if rejected else int(np.asarray(log["bonus_row"][0][1])[0])
-    law = None
-    if "inverse_cdf" in log:  # under the replacement step or alone (p at the row): one draw per round
-        w = np.asarray(log["inverse_cdf"][0][0][0], dtype=np.float64)[0]  # (V,) the weights the draw read
-        law = w / w.sum()
-    if "replacement" in log:
-        return Draw("replacement", position, replacement, law, u, coin, int(np.asarray(log["replacement"][0][1])[0]))
-    token = int(np.asarray(log["inverse_cdf"][0][1])[0])
-    return Draw("replacement" if rejected else "bonus", position, "inverse_cdf", law, u, coin, token)
+    position, token = int(row[0]), int(out.tokens[0, n])
+    if bool(from_residual[0]):
+        (pr, qr, xr, _), _ = log["replacement"][0]
+        weights = _DRAW_WEIGHTS.get(replacement)
+        w = None if weights is None else np.asarray(weights(pr, qr, xr), dtype=np.float64)[0]
+        return Draw("replacement", position, replacement, None if w is None else w / w.sum(), u, coin, token)
+    w = p  # (V,) the bonus: p (every row of the round is the same p), drawn by the inverse CDF
+    return Draw("bonus", position, "inverse_cdf", w / w.sum(), u, coin, token)
 
 
 class View(NamedTuple):
