@@ -9,6 +9,7 @@ hidden. Randomness comes from an explicit seed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -170,12 +171,16 @@ def loops_note() -> str:
 TORCH_MISSING = 'torch is not installed (pip install ".[torch]" adds the PyTorch CPU and CUDA backends)'
 
 
+_TORCH_IMPORT = threading.Lock()  # one thread imports torch: the warm-up's, or a visitor's click before it ran
+
+
 def torch_installed() -> bool:
-    """Whether ``import torch`` works here."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
+    """Whether ``import torch`` works here (importing it, in one thread at a time, the first time)."""
+    with _TORCH_IMPORT:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return False
     return True
 
 

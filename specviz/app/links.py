@@ -154,6 +154,21 @@ def bool_param(name: str, default: bool) -> Param:
 APP_PARAMS = [bool_param(PRESENT, False)]  # settings of the whole app, in every page's link
 
 
+def read_present(query: Mapping[str, Any], state: MutableMapping[str, Any]) -> None:
+    """Seed the presenter toggle from the link (``?present=1``) the first time a session runs."""
+    if PRESENT_KEY not in state:
+        state[PRESENT_KEY] = decode_params(query, APP_PARAMS).values[PRESENT]
+
+
+def write_present(query: MutableMapping[str, Any], present: bool) -> None:
+    """Keep ``?present=1`` in the address bar while presenting (pages without settings keep it too)."""
+    if query.get(PRESENT) != ("1" if present else None):
+        if present:
+            query[PRESENT] = "1"
+        else:
+            query.pop(PRESENT, None)
+
+
 def start_run(state: MutableMapping[str, Any], page: str) -> None:
     """Record which page this run shows; call once per run, before the page runs."""
     state[ARRIVED_KEY] = state.get(PAGE_KEY) != page
