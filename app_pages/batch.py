@@ -47,13 +47,12 @@ def run_batch(
     return batch_demo.run_batch_demo(B, K, V, num_draft, source, conc, seed, backend, time_on, max_rows=MAX_ROWS_SHOWN)
 
 
-from_link = links.link_given(st.query_params.to_dict(), st.session_state, PARAMS)  # before init_state writes it
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 cuda_ok, cuda_reason = cuda_status()
 available = batch_demo.available_backends(cuda_ok)
 if st.session_state[S + "backend"] not in available:
     asked = st.session_state[S + "backend"]
-    link_notes.append(f"{asked} is not available here ({links.plain(cuda_reason)}); using NumPy.")
+    link.notes.append(f"{asked} is not available here ({links.plain(cuda_reason)}); using NumPy.")
     st.session_state[S + "backend"] = "NumPy"
 
 st.title("Batch")
@@ -61,8 +60,7 @@ st.caption(
     "B rows, each with its own number of drafts (a ragged batch padded to K), verified in one call of "
     "specviz.verifiers.verify. Row b tests num_draft[b] drafts and takes its bonus from target row num_draft[b]."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 # --- inputs ----------------------------------------------------------------------------------------
 c1, c2, c3 = st.columns(3, gap="large")
@@ -116,7 +114,7 @@ values = {
     "seed": int(seed),
     "backend": backend,
 }
-links.show_in_link(st.query_params, st.session_state, values, PARAMS, S)  # the address bar shows what is shown
+link.show_in_link(values)  # the address bar shows what is shown
 
 B = size.B
 for note in size.notes:
@@ -126,7 +124,7 @@ for note in size.notes:
 # backend's first rows: "Backend shown" switches between them without running the batch again.
 run_key = (B, K, size.V, counts, typed, source, float(conc), int(seed), "NumPy", tuple(available))
 clicked = st.button("Run batch", type="primary", disabled=count_error is not None, key=S + "run")
-if clicked or (from_link and count_error is None):  # a link restores the result too, within the caps above
+if clicked or (link.from_link and count_error is None):  # a link restores the result too, within the caps above
     st.session_state[S + "ran"] = run_key
 
 # --- results ---------------------------------------------------------------------------------------

@@ -44,12 +44,11 @@ def on_bug_change() -> None:
     st.session_state[S + "prediction"] = None  # a new bug, a new prediction
 
 
-query = st.query_params.to_dict()
 # A new session, or a link to this page (e.g. from "Why it is exact"): a link naming only the bug starts where it shows.
-fresh = not links.seen(st.session_state, S + "scenario") or links.link_given(query, st.session_state, PARAMS)
-from_link = links.link_given(query, st.session_state, PARAMS)
-link_notes = links.init_state(query, st.session_state, PARAMS, S, keep=("prediction",))
-if fresh and "scenario" not in query:  # no link, or one naming only the bug: start where the bug shows
+new_session = not links.seen(st.session_state, S + "scenario")
+link = links.open_page(st, PARAMS, S, keep=("prediction",))
+from_link = link.from_link
+if (new_session or from_link) and "scenario" not in link.query:  # start where the bug shows
     st.session_state[S + "scenario"] = home_scenario(st.session_state[S + "bug"])
 if from_link and st.session_state[S + "predict"] in PREDICT_WORDS:  # the link's prediction, kept
     st.session_state[S + "prediction"] = PREDICTIONS[PREDICT_WORDS.index(st.session_state[S + "predict"])]
@@ -60,8 +59,7 @@ st.caption(
     "repeated draft-and-verify rounds over Markov chains, then a chi-square test of their joint law against the "
     "target's exact law, and tokens per step against the exact expectation."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 # --- choose, predict -------------------------------------------------------------------------------
 left, right = st.columns([1, 1], gap="large")
@@ -88,17 +86,13 @@ with right:
     # Right under the prediction: in view on a 1280 x 720 projector without scrolling (N and seed rarely change).
     clicked = st.button("Run the test", type="primary", key=S + "run")
     n_asked = st.number_input("N sequences", min_value=1, step=10_000, key=S + "n")
-    n, n_note = limits.cap(
-        int(n_asked), limits.MAX_PROVE_N, "N", "a larger test takes more than a few seconds per click"
-    )
-    if n_note:
-        st.warning(n_note, icon=":material/content_cut:")
+    n = link.cap(int(n_asked), limits.MAX_PROVE_N, "N", "a larger test takes more than a few seconds per click")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
 
 shown_settings = {"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}
 if prediction is not None:
     shown_settings["predict"] = PREDICT_WORDS[PREDICTIONS.index(prediction)]
-links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them
+link.show_in_link(shown_settings)  # the address bar shows them
 run_key = (scenario, n, int(seed), bug)
 if clicked or from_link:  # a link restores the result too (N within its cap), not only the settings
     st.session_state[S + "ran"] = run_key

@@ -22,7 +22,7 @@ PARAMS = [
 ]
 SAMPLE_SIZES = (1, 1_000, 100_000)
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 st.session_state.setdefault(S + "table_version", 0)
 
 
@@ -66,8 +66,7 @@ st.caption(
     "One position: target p, draft q. A draft x is accepted with probability min(1, p(x)/q(x)); after a rejection "
     "one token is drawn from the residual max(0, p − q), normalized. Edit p and q, break the rule, sample it."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 # --- p and q ---------------------------------------------------------------------------------------
 left, right = st.columns([2, 3], gap="large")
@@ -204,7 +203,7 @@ with b1:
         st.caption("The correct rule: its law is p, whatever p and q are.")
 
 shown_settings = {"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}  # the table as typed
-links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # typos included
+link.show_in_link(shown_settings)  # typos included
 
 with b2:
     if not ok:

@@ -246,15 +246,14 @@ WIDGETS = {
     "typical": one_position_figure,
 }
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Interview walkthrough")
 st.caption(
     "The questions reviewers ask about speculative sampling, one at a time: commit an answer, then check it. Every "
     "answer and every number in the explanations is computed by specviz, not typed in."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 step = int(st.session_state[S + "step"])
 done = answers()
@@ -317,4 +316,4 @@ else:
 
 # Not read above, but kept in the link with the page's other settings.
 shown = {name: st.session_state[S + name] for name in SHOWN}
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

@@ -44,7 +44,7 @@ def report(zt: tuple[float, ...], zd: tuple[float, ...], request: Settings, draf
     return sd.settings_report(zt, zd, request, drafter, K)
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Sampling settings")
 st.caption(
@@ -53,8 +53,7 @@ st.caption(
     "samples), and q must be exactly the law each draft was drawn from. p and q need not match: a mismatch costs "
     "acceptance only."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -122,7 +121,7 @@ with right:
         )
 
 if rep is None:
-    links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+    link.show_in_link(shown)
     raise flow.EndOfPage  # st.stop() would drop the Next link
 
 st.divider()
@@ -209,4 +208,4 @@ st.markdown(
     "two near-equal logits past each other, so the same request gives a different greedy token alone and in a batch."
 )
 
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

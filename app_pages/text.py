@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, presenter, results, serving, text
+from specviz.app import figures, links, presenter, results, serving, text
 from specviz.proof import stats
 from specviz.proof.bugs import BUGS
 from specviz.verifiers.processing import Settings
@@ -76,7 +76,7 @@ def run_to() -> None:
     set_rounds(len(steps))
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Real text")
 pair = models()
@@ -86,8 +86,7 @@ st.caption(
     f"{pair.drafter.order}-gram, both smoothed so that every character has positive probability. Each round the "
     "drafter proposes K characters and one target call verifies them with specviz.verifiers.verify."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -174,9 +173,7 @@ with c1:
     except InputError as e:
         st.error(links.error_text(e), icon=":material/error:")
     n_asked = st.number_input("N sequences", min_value=1, step=5_000, key=S + "n")
-    n, n_note = limits.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
-    if n_note:
-        st.warning(n_note, icon=":material/content_cut:")
+    n = link.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
     bug = st.selectbox("Verifier", BUG_NAMES, key=S + "bug",
                        format_func=lambda b: b if b == NONE else f"bug: {b} ({BUGS[b].title.lower()})")  # fmt: skip
     clicked = st.button("Run the check", key=S + "check")  # the page's primary button is Step, on top
@@ -226,4 +223,4 @@ with c2:
             fig = figures.continuation_comparison(res["law"], res["counts"], text.cell_labels(CHECK_L))
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
 
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

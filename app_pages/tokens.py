@@ -35,26 +35,23 @@ def measure_reference(seed: int) -> speed.Measured:
     return speed.measure_tokens(*REFERENCE_PQ, [REFERENCE_K], REFERENCE_N, seed)
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Tokens per step")
 st.caption(
     "With a context-free acceptance rate a and K drafts, a verification emits the accepted drafts plus one token of "
     "its own (the replacement or the bonus): E[tokens] = 1 + a + … + a^K = (1 − a^(K+1)) / (1 − a)."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
     a = st.slider("Acceptance rate a", 0.0, 1.0, step=0.01, key=S + "a")
     K = st.slider("Drafts per verification K", 0, MAX_K, key=S + "K")
     n_asked = st.number_input("Rows per measured point", min_value=2, step=10_000, key=S + "n")
-    n, n_note = limits.cap(
+    n = link.cap(
         int(n_asked), limits.MAX_TOKENS_N, "Rows per point", f"{len(K_RANGE)} points x 2 verifiers must answer a click"
     )
-    if n_note:
-        st.warning(n_note, icon=":material/content_cut:")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
     st.caption(
         "Measured by running specviz.verify on rows with p = [a, 1 − a] and q one-hot on token 0 (the drafter always "
@@ -159,4 +156,4 @@ with s2:
     st.plotly_chart(presenter.chart(speedup_fig, st.session_state), key=S + "speedup")
 
 shown_settings = {"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}
-links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them
+link.show_in_link(shown_settings)  # the address bar shows them

@@ -120,7 +120,7 @@ def chart(rows: list[dict]) -> go.Figure:
     )
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Verifiers side by side")
 st.caption(
@@ -129,8 +129,7 @@ st.caption(
     "verification computed exactly. The verdict is computed from those numbers: lossless when the total-variation "
     "distance from the target is at most 1e-12 plus the mass the enumeration could not resolve."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -316,4 +315,4 @@ st.markdown(
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:
     shown["n"] = int(st.session_state[S + "n"])
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)
