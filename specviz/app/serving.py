@@ -446,7 +446,7 @@ def install(session_class: type, runtime_class: type[_Runtime], file_watcher: st
         return_freed_memory()  # freed NumPy arrays go back to the system
         runtime = runtime_class.instance() if runtime_class.exists() else None
         scripts: _CompiledScripts | None = getattr(runtime, "_script_cache", None)
-        if scripts is not None and callable(getattr(scripts, "clear", None)):  # not under AppTest, which compiles the pages itself
+        if scripts is not None and callable(getattr(scripts, "clear", None)):  # none under AppTest (it compiles pages)
             keep_compiled_pages(scripts, file_watcher)
         elif type(runtime) is runtime_class:  # a real server: Streamlit renamed what keep_compiled_pages needs
             log.warning("Streamlit's Runtime has no _script_cache: page scripts are compiled again for lone visitors")
