@@ -117,8 +117,7 @@ values = {
 link.show_in_link(values)  # the address bar shows what is shown
 
 B = size.B
-for note in size.notes:
-    st.warning(note, icon=":material/content_cut:")
+link.show_caps(size.notes)
 
 # The batch is verified (validated) on NumPy and timed on every available backend, keeping each
 # backend's first rows: "Backend shown" switches between them without running the batch again.
@@ -179,19 +178,7 @@ with t:
         key=S + "timing",
     )
 # The table spans the page: in half of it the last column ("agrees", the correctness check) was cut.
-timings = pd.DataFrame(
-    [
-        {
-            "backend": x.backend,
-            "median time (ms)": 1000 * x.seconds,
-            "repeats": x.repeats,
-            "rows per second": x.rows_per_second,
-            "torch threads": "" if x.threads is None else str(x.threads),
-            "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
-        }
-        for x in report.timings
-    ]
-)
+timings = pd.DataFrame(batch_demo.timing_rows(report))
 st.dataframe(
     timings,
     hide_index=True,
@@ -202,24 +189,7 @@ st.dataframe(
         "agrees": st.column_config.TextColumn(help="same tokens as NumPy on the same uniforms", width="large"),
     },
 )
-st.caption(
-    "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
-    "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
-    "already on the device, validation off as on a serving hot path. Building the random batch took "
-    f"{report.generate_seconds:.2f} s and is not included. {batch_demo.loops_note()}"
-    + "".join(
-        f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
-        + (
-            " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
-            "views of the tensors (torch's own kernels were slower there); handing them over and the results "
-            "back (numpy() and from_numpy) is all that differs."
-            if x.backend == "PyTorch CPU"
-            else ""
-        )
-        for x in report.timings
-        if x.threads is not None
-    )
-)
+st.caption(batch_demo.timing_caption(report))
 
 settings = {**values, "B": B, "V": size.V}  # what ran, after the caps
 d1, d2 = st.columns(2)

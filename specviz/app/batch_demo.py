@@ -365,3 +365,41 @@ def run_batch_demo(
         accepted=accepted,
         tested=tested,
     )
+
+
+def timing_rows(report: BatchReport) -> list[dict[str, Any]]:
+    """The Batch page's timing table: each backend's median time, repeats, rate, torch threads, and its agreement."""
+    B = len(report.num_draft)
+    return [
+        {
+            "backend": x.backend,
+            "median time (ms)": 1000 * x.seconds,
+            "repeats": x.repeats,
+            "rows per second": x.rows_per_second,
+            "torch threads": "" if x.threads is None else str(x.threads),
+            "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
+        }
+        for x in report.timings
+    ]
+
+
+def timing_caption(report: BatchReport) -> str:
+    """How the timings were taken, and what each torch backend's figure depends on."""
+    text = (
+        "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
+        "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
+        "already on the device, validation off as on a serving hot path. Building the random batch took "
+        f"{report.generate_seconds:.2f} s and is not included. {loops_note()}"
+    )
+    for x in report.timings:
+        if x.threads is None:
+            continue
+        text += f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's "
+        text += "load."
+        if x.backend == "PyTorch CPU":
+            text += (
+                " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
+                "views of the tensors (torch's own kernels were slower there); handing them over and the results "
+                "back (numpy() and from_numpy) is all that differs."
+            )
+    return text

@@ -329,6 +329,11 @@ class PageLink:
             self.ui.warning(note, icon=CUT_ICON)
         return capped
 
+    def show_caps(self, notes: Sequence[str]) -> None:
+        """Warnings for caps applied elsewhere (e.g. :func:`specviz.app.batch_demo.cap_batch`'s notes)."""
+        for note in notes:
+            self.ui.warning(note, icon=CUT_ICON)
+
     def show_in_link(self, values: Mapping[str, Any]) -> None:
         """Write the settings shown into the address bar (:func:`show_in_link`)."""
         show_in_link(self.ui.query_params, self.ui.session_state, values, self.params, self.prefix)
