@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from specviz import InputError
@@ -74,19 +73,12 @@ with right:
     theory_with = [theory.expected_tokens(a, k) for k in K_RANGE]
     theory_without = [theory.expected_tokens(a, k, bonus=False) for k in K_RANGE]
 
-    def points(m: speed.Measured | None, expected: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
-        """Means with their SEs; no error bar where the point cannot speak (too few rows)."""
-        if m is None:
-            return None
-        ok = [results.tokens_point(m.mean[i], m.se[i], m.n, expected[i]).conclusive for i in range(len(m.K))]
-        return m.mean, np.where(ok, m.se, np.nan)
-
     fig = figures.tokens_curve(
         list(K_RANGE),
         theory_with,
         theory_without,
-        measured=points(with_bonus, theory_with),
-        measured_without=points(without_bonus, theory_without),
+        measured=None if with_bonus is None else speed.error_bars(with_bonus, theory_with),
+        measured_without=None if without_bonus is None else speed.error_bars(without_bonus, theory_without),
         K_mark=K,
     )
     st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "curve")
