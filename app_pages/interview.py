@@ -280,15 +280,9 @@ if step < SUMMARY:
     if st.session_state.get(S + "empty") == q.key:
         st.warning("Choose or type an answer first.", icon=":material/edit:")
     if q.key in done:
-        given = done[q.key]
-        shown = given if isinstance(given, str) else f"{given:g}"
-        correct = q.answer if isinstance(q.answer, str) else f"{q.answer:.4g}"
-        if right[q.key]:
-            st.success(f"Right: {links.plain(shown)}.", icon=":material/check_circle:")
-        else:
-            tol = f" (within ±{q.tolerance:g})" if q.kind == "number" and q.tolerance else ""
-            st.error(f"Not quite: you said {links.plain(shown)}; the answer is {links.plain(correct)}{tol}.",
-                     icon=":material/cancel:")  # fmt: skip
+        was_right, said = iv.feedback(q, done[q.key])
+        box, icon = (st.success, ":material/check_circle:") if was_right else (st.error, ":material/cancel:")
+        box(said, icon=icon)
         st.markdown(links.plain(q.reveal))
         if q.key in WIDGETS:
             WIDGETS[q.key](q.key)
@@ -299,9 +293,8 @@ if step < SUMMARY:
 else:
     st.progress(len(done) / SUMMARY, text=progress_text)
     st.subheader("Summary")
-    for i, q in enumerate(QUESTIONS):
-        mark = "✅ right" if right.get(q.key) else "❌ wrong" if q.key in right else "— not answered"
-        st.markdown(f"{i + 1}. **{links.plain(q.title)}**: {mark}")
+    for i, (title, mark) in enumerate(iv.summary_marks(right)):
+        st.markdown(f"{i + 1}. **{links.plain(title)}**: {mark}")
     st.metric("right", f"{sum(right.values())} of {SUMMARY}")
     st.download_button(
         "Download the cheat sheet (Markdown)",
