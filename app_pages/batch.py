@@ -47,13 +47,12 @@ def run_batch(
     return batch_demo.run_batch_demo(B, K, V, num_draft, source, conc, seed, backend, time_on, max_rows=MAX_ROWS_SHOWN)
 
 
-from_link = links.link_given(st.query_params.to_dict(), st.session_state, PARAMS)  # before init_state writes it
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 cuda_ok, cuda_reason = cuda_status()
 available = batch_demo.available_backends(cuda_ok)
 if st.session_state[S + "backend"] not in available:
     asked = st.session_state[S + "backend"]
-    link_notes.append(f"{asked} is not available here ({links.plain(cuda_reason)}); using NumPy.")
+    link.notes.append(f"{asked} is not available here ({links.plain(cuda_reason)}); using NumPy.")
     st.session_state[S + "backend"] = "NumPy"
 
 st.title("Batch")
@@ -61,8 +60,7 @@ st.caption(
     "B rows, each with its own number of drafts (a ragged batch padded to K), verified in one call of "
     "specviz.verifiers.verify. Row b tests num_draft[b] drafts and takes its bonus from target row num_draft[b]."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 # --- inputs ----------------------------------------------------------------------------------------
 c1, c2, c3 = st.columns(3, gap="large")
@@ -116,17 +114,16 @@ values = {
     "seed": int(seed),
     "backend": backend,
 }
-links.show_in_link(st.query_params, st.session_state, values, PARAMS, S)  # the address bar shows what is shown
+link.show_in_link(values)  # the address bar shows what is shown
 
 B = size.B
-for note in size.notes:
-    st.warning(note, icon=":material/content_cut:")
+link.show_caps(size.notes)
 
 # The batch is verified (validated) on NumPy and timed on every available backend, keeping each
 # backend's first rows: "Backend shown" switches between them without running the batch again.
 run_key = (B, K, size.V, counts, typed, source, float(conc), int(seed), "NumPy", tuple(available))
 clicked = st.button("Run batch", type="primary", disabled=count_error is not None, key=S + "run")
-if clicked or (from_link and count_error is None):  # a link restores the result too, within the caps above
+if clicked or (link.from_link and count_error is None):  # a link restores the result too, within the caps above
     st.session_state[S + "ran"] = run_key
 
 # --- results ---------------------------------------------------------------------------------------
@@ -181,19 +178,7 @@ with t:
         key=S + "timing",
     )
 # The table spans the page: in half of it the last column ("agrees", the correctness check) was cut.
-timings = pd.DataFrame(
-    [
-        {
-            "backend": x.backend,
-            "median time (ms)": 1000 * x.seconds,
-            "repeats": x.repeats,
-            "rows per second": x.rows_per_second,
-            "torch threads": "" if x.threads is None else str(x.threads),
-            "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
-        }
-        for x in report.timings
-    ]
-)
+timings = pd.DataFrame(batch_demo.timing_rows(report))
 st.dataframe(
     timings,
     hide_index=True,
@@ -204,24 +189,7 @@ st.dataframe(
         "agrees": st.column_config.TextColumn(help="same tokens as NumPy on the same uniforms", width="large"),
     },
 )
-st.caption(
-    "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
-    "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
-    "already on the device, validation off as on a serving hot path. Building the random batch took "
-    f"{report.generate_seconds:.2f} s and is not included. {batch_demo.loops_note()}"
-    + "".join(
-        f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's load."
-        + (
-            " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
-            "views of the tensors (torch's own kernels were slower there); handing them over and the results "
-            "back (numpy() and from_numpy) is all that differs."
-            if x.backend == "PyTorch CPU"
-            else ""
-        )
-        for x in report.timings
-        if x.threads is not None
-    )
-)
+st.caption(batch_demo.timing_caption(report))
 
 settings = {**values, "B": B, "V": size.V}  # what ran, after the caps
 d1, d2 = st.columns(2)

@@ -22,7 +22,7 @@ PARAMS = [
 ]
 SAMPLE_SIZES = (1, 1_000, 100_000)
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 st.session_state.setdefault(S + "table_version", 0)
 
 
@@ -36,20 +36,12 @@ def load_preset() -> None:
 
 def load_text() -> None:
     """Read the typed p and q texts (either may be left empty) into the table, or say what is wrong."""
-    notes, errors = [], []
-    for name in ("p", "q"):
-        text = st.session_state.get(f"{S}{name}_text", "")
-        if not text.strip():
-            continue
-        try:
-            parsed = position.parse_text(text, name)
-        except InputError as e:
-            errors.append(links.error_text(e))  # quotes what was typed: escaped
-            continue
-        st.session_state[S + name] = parsed.values
-        notes.append(f"{name}: {links.plain(parsed.message)}")  # echoes what was typed: shown as plain text
-    if notes:
+    read = position.read_texts({name: st.session_state.get(f"{S}{name}_text", "") for name in ("p", "q")})
+    st.session_state.update({S + name: values for name, values in read.values.items()})
+    if read.values:
         st.session_state[S + "table_version"] += 1  # a fresh editor showing what was read
+    notes = [f"{name}: {links.plain(said)}" for name, said in read.notes.items()]  # echo what was typed: as text
+    errors = [links.error_text(e) for e in read.errors]
     st.session_state[S + "text_result"] = (notes, errors)
 
 
@@ -66,8 +58,7 @@ st.caption(
     "One position: target p, draft q. A draft x is accepted with probability min(1, p(x)/q(x)); after a rejection "
     "one token is drawn from the residual max(0, p − q), normalized. Edit p and q, break the rule, sample it."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 # --- p and q ---------------------------------------------------------------------------------------
 left, right = st.columns([2, 3], gap="large")
@@ -204,7 +195,7 @@ with b1:
         st.caption("The correct rule: its law is p, whatever p and q are.")
 
 shown_settings = {"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}  # the table as typed
-links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # typos included
+link.show_in_link(shown_settings)  # typos included
 
 with b2:
     if not ok:
@@ -213,15 +204,8 @@ with b2:
         law = theory.position_law(p, q, None if bug == NONE else bug, K=K)
         samples_key = (tuple(p), tuple(q), bug, K, seed)
         state = st.session_state.get(S + "samples")
-        if state is None or state["key"] != samples_key:
-            state = {
-                "key": samples_key,
-                "counts": np.zeros(len(p), dtype=np.int64),
-                "clicks": 0,
-                "trace": None,
-                "single": None,  # the token of the last single sample, marked on the chart
-            }
-            st.session_state[S + "samples"] = state
+        if state is None or state.key != samples_key:
+            state = st.session_state[S + "samples"] = position.Samples(samples_key, len(p))
 
         m1, m2 = st.columns(2)
         if law is None:
@@ -252,32 +236,28 @@ with b2:
         for col, n in zip(buttons, SAMPLE_SIZES, strict=False):
             if col.button(f"Sample x{n:,}", key=f"{S}sample{n}"):
                 try:
-                    draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state["clicks"]])
+                    draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state.clicks])
                 except InputError as e:
                     st.error(links.error_text(e))
                 else:
-                    state["clicks"] += 1
-                    state["counts"] = state["counts"] + np.bincount(draws.first_tokens, minlength=len(p))
-                    state["trace"] = position.trace_table(draws, p, q) if n == 1 else state["trace"]
-                    state["single"] = int(draws.first_tokens[0]) if n == 1 else None
+                    state.add(draws, p, q)
         if buttons[-1].button("Reset samples", key=S + "reset"):
-            state.update(counts=np.zeros(len(p), dtype=np.int64), clicks=0, trace=None, single=None)
+            state.reset()
 
-        total = int(state["counts"].sum())
-        freq = state["counts"] / total if total else None
+        total, freq = state.total, state.freq
         if total > 1:  # the TV of one sample from a law says nothing
             ref = p if law is None else law
             m2.metric(f"TV(sampled, exact), {total:,} rows", f"{theory.total_variation(freq, ref):.4f}")
         label = "exact law of the rule" if bug == NONE else f"exact law with {bug}"
-        law_fig = figures.law_comparison(p, law, freq, n=total or None, law_name=label, single=state.get("single"))
+        law_fig = figures.law_comparison(p, law, freq, n=total or None, law_name=label, single=state.single)
         st.plotly_chart(presenter.chart(law_fig, st.session_state), key=S + "law")
         if total == 1:
             st.caption(f"One sample is one token, marked with a star: sample {SAMPLE_SIZES[1]:,} to see a histogram.")
         elif total:
             st.caption("Error bars: ±2 standard errors of a frequency under the exact law, clipped to [0, 1].")
-        if state["trace"]:
+        if state.trace:
             st.markdown("**The last single verification, traced** (accepted iff u < p/q):")
-            trace = pd.DataFrame(state["trace"])
+            trace = pd.DataFrame(state.trace)
             # The drawn slot has no p/q test: a dash says so where a missing value would read "None".
             trace["p/q"] = [f"{v:.4f}" if v == v else "— (drawn, not tested)" for v in trace["p/q"]]
             st.dataframe(trace, hide_index=True, column_config={  # wide enough for "replacement (after the rejection)"
@@ -288,22 +268,5 @@ with b2:
 # --- the derivation --------------------------------------------------------------------------------
 st.divider()
 st.subheader("The derivation")
-st.markdown("A token x is emitted either by acceptance (drafted, then kept) or by replacement (after a rejection):")
-st.latex(
-    r"P(\text{emit } x) = \underbrace{q(x)\,\min\!\Big(1, \tfrac{p(x)}{q(x)}\Big)}_{\text{accepted}}"
-    r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}\;"  # the thin space: the brace's label overhung the box by 2 px
-)
-st.markdown("The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:")
-st.latex(r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)")
-st.markdown("The residual is what q under-proposes, normalized, and its normalizer is the same 1 − a:")
-# Two displays, not one: side by side they ran past a 1280 px projector's edge at "= TV(p".
-st.latex(r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}")
-st.latex(r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)")
-st.markdown("So the two factors 1 − a cancel, and min plus the positive part of the difference is p:")
-st.latex(r"P(\text{emit } x) = \min\big(p(x), q(x)\big) + \max\big(0,\, p(x) - q(x)\big) = p(x)")
-st.markdown(
-    "The next position is reached only after an acceptance, conditioned on the accepted token, so the same argument "
-    "applies to each conditional in turn: the whole sequence follows the target. Each mistake in the *Bug* box breaks "
-    "one line of this: drawing the replacement from p instead of r, reusing the coin (no longer uniform after a "
-    "rejection), or forgetting the clamp max(0, ·)."
-)
+for kind, line in position.DERIVATION:
+    (st.latex if kind == "tex" else st.markdown)(line)

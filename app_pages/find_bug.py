@@ -7,7 +7,7 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import find_bug as fb
-from specviz.app import flow, lesson_figures, limits, links, presenter
+from specviz.app import flow, lesson_figures, links, presenter
 from specviz.proof.bugs import BUGS
 
 S = "findbug."
@@ -41,7 +41,7 @@ def reveal() -> None:
     st.session_state[S + "revealed"] = True
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S, keep=("guess", "revealed"))
+link = links.open_page(st, PARAMS, S, keep=("guess", "revealed"))
 st.session_state.setdefault(S + "guess", NO_GUESS)
 st.session_state.setdefault(S + "revealed", False)
 
@@ -51,8 +51,7 @@ st.caption(
     f"uniform, K = {fb.K}). {fb.PANELS - 1} come from the correct verifier, one from a mistake the seed placed at "
     "random. Which one? The ticks are p."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 c = st.columns([2, 1, 1, 1, 1])
 c[0].selectbox("mistake", fb.MISTAKES, key=S + "mistake", on_change=hide,
@@ -62,9 +61,7 @@ n_asked = c[1].number_input("N per histogram", min_value=1, step=50, key=S + "n"
 c[2].number_input("seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed", on_change=hide)
 c[3].selectbox("your guess", GUESSES, key=S + "guess")
 c[4].button("Reveal", type="primary", key=S + "reveal", on_click=reveal)
-n, n_note = limits.cap(int(n_asked), fb.MAX_N, "N per histogram", f"{fb.PANELS} histograms must answer a click")
-if n_note:
-    st.warning(n_note, icon=":material/content_cut:")
+n = link.cap(int(n_asked), fb.MAX_N, "N per histogram", f"{fb.PANELS} histograms must answer a click")
 
 mistake, seed, revealed = st.session_state[S + "mistake"], int(st.session_state[S + "seed"]), st.session_state[
     S + "revealed"]  # fmt: skip
@@ -122,4 +119,4 @@ if revealed:
     st.dataframe(rows, hide_index=True, key=S + "table", height=35 * (len(rows) + 1) + 3)
 
 shown = {name: st.session_state[S + name] for name in ("mistake", "n", "seed")}
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

@@ -246,15 +246,14 @@ WIDGETS = {
     "typical": one_position_figure,
 }
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Interview walkthrough")
 st.caption(
     "The questions reviewers ask about speculative sampling, one at a time: commit an answer, then check it. Every "
     "answer and every number in the explanations is computed by specviz, not typed in."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 step = int(st.session_state[S + "step"])
 done = answers()
@@ -281,15 +280,9 @@ if step < SUMMARY:
     if st.session_state.get(S + "empty") == q.key:
         st.warning("Choose or type an answer first.", icon=":material/edit:")
     if q.key in done:
-        given = done[q.key]
-        shown = given if isinstance(given, str) else f"{given:g}"
-        correct = q.answer if isinstance(q.answer, str) else f"{q.answer:.4g}"
-        if right[q.key]:
-            st.success(f"Right: {links.plain(shown)}.", icon=":material/check_circle:")
-        else:
-            tol = f" (within ±{q.tolerance:g})" if q.kind == "number" and q.tolerance else ""
-            st.error(f"Not quite: you said {links.plain(shown)}; the answer is {links.plain(correct)}{tol}.",
-                     icon=":material/cancel:")  # fmt: skip
+        was_right, said = iv.feedback(q, done[q.key])
+        box, icon = (st.success, ":material/check_circle:") if was_right else (st.error, ":material/cancel:")
+        box(said, icon=icon)
         st.markdown(links.plain(q.reveal))
         if q.key in WIDGETS:
             WIDGETS[q.key](q.key)
@@ -300,9 +293,8 @@ if step < SUMMARY:
 else:
     st.progress(len(done) / SUMMARY, text=progress_text)
     st.subheader("Summary")
-    for i, q in enumerate(QUESTIONS):
-        mark = "✅ right" if right.get(q.key) else "❌ wrong" if q.key in right else "— not answered"
-        st.markdown(f"{i + 1}. **{links.plain(q.title)}**: {mark}")
+    for i, (title, mark) in enumerate(iv.summary_marks(right)):
+        st.markdown(f"{i + 1}. **{links.plain(title)}**: {mark}")
     st.metric("right", f"{sum(right.values())} of {SUMMARY}")
     st.download_button(
         "Download the cheat sheet (Markdown)",
@@ -317,4 +309,4 @@ else:
 
 # Not read above, but kept in the link with the page's other settings.
 shown = {name: st.session_state[S + name] for name in SHOWN}
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

@@ -39,7 +39,7 @@ def reset() -> None:
     st.session_state[S + "playing"] = False
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("One round, step by step")
 st.caption(
@@ -47,8 +47,7 @@ st.caption(
     "round stops and one token is drawn from the residual max(0, p − q), normalized; if every draft is kept, a bonus "
     "token comes from p. Every round's tokens join the histogram, which converges to p."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 playing = bool(st.session_state.get(S + "playing", False))
 
@@ -151,7 +150,7 @@ def stage() -> None:
     else:
         side_by_side(p, q, rule, bad, rounds, event, sides, mistake)
     shown = {n: st.session_state[S + n] for n in ("preset", "K", "seed", "rounds", "event", "compare", "mistake")}
-    links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+    link.show_in_link(shown)
     if rounds >= rd.MAX_ROUNDS and playing:  # the end: stop the timer
         st.session_state[S + "playing"] = False
         st.rerun()

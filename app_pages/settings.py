@@ -34,17 +34,12 @@ PARAMS = [
 ]
 
 
-def token_list(mask: np.ndarray) -> str:
-    idx = np.flatnonzero(mask)
-    return ", ".join(f"token {i}" for i in idx) if idx.size else "none"
-
-
 @st.cache_data(show_spinner=False, max_entries=256, ttl=3600)
 def report(zt: tuple[float, ...], zd: tuple[float, ...], request: Settings, drafter: Settings, K: int):
     return sd.settings_report(zt, zd, request, drafter, K)
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Sampling settings")
 st.caption(
@@ -53,8 +48,7 @@ st.caption(
     "samples), and q must be exactly the law each draft was drawn from. p and q need not match: a mismatch costs "
     "acceptance only."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -74,9 +68,7 @@ with left:
         dl = st.text_input("Draft logits", key=S + "dl", help="as many as the target's",
                            max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
         try:
-            zt, zd = sd.parse_logits(tl, "target logits"), sd.parse_logits(dl, "draft logits")
-            if zt.size != zd.size:
-                raise InputError("draft logits", f"{zt.size} logits, as many as the target's", f"{zd.size}")
+            zt, zd = sd.parse_logit_pair(tl, dl)
         except InputError as e:
             st.error(links.error_text(e), icon=":material/error:")
             zt = zd = None
@@ -117,12 +109,12 @@ with right:
         m[1].metric(f"tokens per step, K = {rep.K}", f"{rep.tokens_per_step:.4f}")
         m[2].metric("vocabulary V", f"{V}")
         st.markdown(
-            f"Removed by the request's settings: **{token_list(rep.removed_p)}**. "
-            f"Removed by the drafter's settings: **{token_list(rep.removed_q)}**."
+            f"Removed by the request's settings: **{sd.token_list(rep.removed_p)}**. "
+            f"Removed by the drafter's settings: **{sd.token_list(rep.removed_q)}**."
         )
 
 if rep is None:
-    links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+    link.show_in_link(shown)
     raise flow.EndOfPage  # st.stop() would drop the Next link
 
 st.divider()
@@ -132,19 +124,7 @@ st.caption(
     "verifier is given the p and q of each pipeline. Plain decoding with the request's settings samples p; the "
     "raw target is the softmax of the target's logits with no settings."
 )
-table = pd.DataFrame(
-    [
-        {
-            "pipeline": pl.name,
-            "verdict": "✓\u00a0lossless" if pl.lossless else "✗\u00a0lossy",  # no break between mark and word
-            "TV from plain decoding": sd.format_tv(pl.tv_plain),
-            "TV from the raw target": sd.format_tv(pl.tv_raw),
-            "acceptance": f"{pl.acceptance:.4f}",
-            "what the verifier is given": pl.description,
-        }
-        for pl in rep.pipelines
-    ]
-)
+table = pd.DataFrame(sd.pipeline_rows(rep))
 # A static table wraps its cells (a data grid would cut the long last column off).
 st.table(table, hide_index=True)
 st.caption(
@@ -189,24 +169,16 @@ with s2:
 st.divider()
 st.subheader("Greedy: temperature 0")
 greedy = report(tuple(zt.tolist()), tuple(zd.tolist()), Settings(temperature=0.0), drafter, int(K))
-top, ties = sd.greedy_pick(zt)
-draft_top = int(np.argmax(rep.q))
 st.markdown(
     "At temperature 0 the request's p puts all its mass on the target's argmax, so a draft is accepted if and only "
     "if it equals that token, and at the first mismatch the argmax itself is emitted: the output is greedy decoding "
     "token for token (the package's tests check both against plain greedy decoding)."
 )
-st.markdown(
-    f"Here the target's argmax is **token {top}**"
-    + (f" (tied with {ties - 1} other token{'s' if ties > 2 else ''}; specviz breaks ties by the lowest id)" if ties > 1
-       else "")
-    + f". With the drafter's current settings, q gives it {greedy.q[top]:.4f}: that is the acceptance rate at "
-    f"temperature 0 ({greedy.pipelines[0].acceptance:.4f}). The drafter's most likely token is token {draft_top}."
-)  # fmt: skip
+st.markdown(sd.greedy_text(zt, greedy, rep))
 st.markdown(
     "Where engines diverge: **ties** at the top (one engine takes the lowest id, another the first in a sorted "
     "order), and **numerics**: a batch-dependent kernel (a different reduction order at another batch size) can move "
     "two near-equal logits past each other, so the same request gives a different greedy token alone and in a batch."
 )
 
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

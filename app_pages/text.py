@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, limits, links, presenter, results, serving, text
+from specviz.app import figures, links, presenter, serving, text
 from specviz.proof import stats
 from specviz.proof.bugs import BUGS
 from specviz.verifiers.processing import Settings
@@ -18,7 +17,7 @@ MAX_PROMPT = 200  # characters of prompt
 RUN_TO = 200  # characters the "Run" button generates
 MAX_ROUNDS = 400  # rounds kept in a transcript (the link can ask for no more)
 MAX_K = 8
-CHECK_L = 2  # characters after the prompt whose joint law the check tests (V**2 = 9,216 cells)
+CHECK_L = text.CHECK_L
 BUG_NAMES = [NONE, *text.text_bugs()]
 COLORS = {"accepted": figures.ACCEPTED, "rejected": "#9e9e9e", "replaced": figures.REPLACED, "bonus": figures.BONUS}
 PARAMS = [
@@ -46,17 +45,9 @@ def transcript(prompt: str, K: int, T: float, seed: int, rounds: int | None, unt
 
 
 @st.cache_data(show_spinner="Generating and testing…", max_entries=32, ttl=3600)
-def run_check(prompt: str, K: int, T: float, seed: int, n: int, bug: str) -> dict:
-    """The joint test of N generated continuations against the target's exact law (and its N needed)."""
-    pair = models()
-    ids = text.encode(prompt).tolist()
-    s = Settings(temperature=T)
-    law = text.target_law(pair.target, ids, CHECK_L, s)
-    kw = {} if bug == NONE else {"verifier": BUGS[bug].verifier}
-    seqs = text.generate(pair.target, pair.drafter, ids, n=n, L=CHECK_L, K=K, settings=s,
-                         rng=np.random.default_rng(seed), **kw)  # fmt: skip
-    return {"law": law, "counts": stats.counts(seqs, len(text.ALPHABET), CHECK_L), "joint": stats.joint_test(seqs, law),
-            "needed": stats.needed_n(law)}  # fmt: skip
+def run_check(prompt: str, K: int, T: float, seed: int, n: int, bug: str) -> text.Check:
+    verifier = None if bug == NONE else BUGS[bug].verifier
+    return text.check(models(), prompt, K, Settings(temperature=T), seed, n, verifier)
 
 
 @st.cache_data(show_spinner=False, max_entries=256, ttl=3600)
@@ -76,7 +67,7 @@ def run_to() -> None:
     set_rounds(len(steps))
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Real text")
 pair = models()
@@ -86,8 +77,7 @@ st.caption(
     f"{pair.drafter.order}-gram, both smoothed so that every character has positive probability. Each round the "
     "drafter proposes K characters and one target call verifies them with specviz.verifiers.verify."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -139,18 +129,9 @@ with right:
     )
     if steps:
         last = steps[-1]
-        rows = []
-        for i, x in enumerate(last.drafts):
-            reached = i <= last.accepted and i < len(last.drafts)
-            rows.append({
-                "draft": repr(text.ALPHABET[x]), "p(x)": round(last.p_draft[i], 5), "q(x)": round(last.q_draft[i], 5),
-                "min(1, p/q)": round(min(1.0, last.p_draft[i] / last.q_draft[i]), 5),
-                "coin u": round(last.coins[i], 5) if reached else None,
-                "result": "accepted" if i < last.accepted else "rejected" if i == last.accepted else "not reached",
-            })  # fmt: skip
         emitted = links.plain(repr(text.decode(last.emitted)))  # steered by the prompt: shown as plain text
         st.caption(f"Round {len(steps)}: emitted {emitted}" + (" (bonus)" if last.bonus else ""))
-        st.dataframe(pd.DataFrame(rows), hide_index=True, key=S + "last_round")
+        st.dataframe(pd.DataFrame(text.round_rows(last)), hide_index=True, key=S + "last_round")
 
 shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug", "rej")}
 
@@ -174,9 +155,7 @@ with c1:
     except InputError as e:
         st.error(links.error_text(e), icon=":material/error:")
     n_asked = st.number_input("N sequences", min_value=1, step=5_000, key=S + "n")
-    n, n_note = limits.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
-    if n_note:
-        st.warning(n_note, icon=":material/content_cut:")
+    n = link.cap(int(n_asked), text.MAX_CHECK_N, "N", "a check must answer a click in a few seconds")
     bug = st.selectbox("Verifier", BUG_NAMES, key=S + "bug",
                        format_func=lambda b: b if b == NONE else f"bug: {b} ({BUGS[b].title.lower()})")  # fmt: skip
     clicked = st.button("Run the check", key=S + "check")  # the page's primary button is Step, on top
@@ -194,36 +173,17 @@ with c2:
             st.error(links.error_text(e), icon=":material/error:")
             res = None
         if res is not None:
-            j = res["joint"]
-            says = results.joint_says(j)
+            j = res.joint
             who = "the correct verifier" if bug == NONE else f"the bug {bug}"
-            if says == "inconclusive":
-                st.warning(
-                    f"**Inconclusive** for {who}: at N = {n:,} the test detects only a TV shift of "
-                    f"{j.detectable_tv:.3f} (needs ≤ {stats.MIN_TV:g}); this law needs N ≥ {res['needed']:,}.",
-                    icon=":material/help:",
-                )
-            elif says == "pass":
-                st.success(
-                    f"**Pass** for {who}: the chi-square stays below its critical value, and the test would have "
-                    f"caught any shift of TV ≥ {j.detectable_tv:.3f} with {j.power:.0%} probability.",
-                    icon=":material/check_circle:",
-                )
-            else:
-                if j.impossible:
-                    why = f"{j.impossible:,} sequences the target cannot produce were seen: the law is certainly wrong."
-                elif bug == NONE:
-                    why = (f"the chi-square passed its critical value: a false alarm (it happens in {j.alpha:g} of "
-                           "honest runs) or a real fault; rerun with another seed.")  # fmt: skip
-                else:
-                    why = "the chi-square passed its critical value: the test catches this bug here."
-                st.error(f"**Fail** for {who}: {why}", icon=":material/cancel:")
+            says, sentence = text.check_verdict(j, who, n, res.needed, correct=bug == NONE)
+            show, icon = text.CHECK_BOXES[says]
+            getattr(st, show)(sentence, icon=icon)
             m = st.columns(4)
             m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
             m[1].metric(f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}")
             m[2].metric("TV(observed, exact)", f"{j.tv:.4f}")
             m[3].metric(f"detectable TV ({j.power:.0%} power)", f"{j.detectable_tv:.4f}")
-            fig = figures.continuation_comparison(res["law"], res["counts"], text.cell_labels(CHECK_L))
+            fig = figures.continuation_comparison(res.law, res.counts, text.cell_labels(CHECK_L))
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
 
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

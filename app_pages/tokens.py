@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from specviz import InputError
@@ -35,26 +34,23 @@ def measure_reference(seed: int) -> speed.Measured:
     return speed.measure_tokens(*REFERENCE_PQ, [REFERENCE_K], REFERENCE_N, seed)
 
 
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Tokens per step")
 st.caption(
     "With a context-free acceptance rate a and K drafts, a verification emits the accepted drafts plus one token of "
     "its own (the replacement or the bonus): E[tokens] = 1 + a + … + a^K = (1 − a^(K+1)) / (1 − a)."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
     a = st.slider("Acceptance rate a", 0.0, 1.0, step=0.01, key=S + "a")
     K = st.slider("Drafts per verification K", 0, MAX_K, key=S + "K")
     n_asked = st.number_input("Rows per measured point", min_value=2, step=10_000, key=S + "n")
-    n, n_note = limits.cap(
+    n = link.cap(
         int(n_asked), limits.MAX_TOKENS_N, "Rows per point", f"{len(K_RANGE)} points x 2 verifiers must answer a click"
     )
-    if n_note:
-        st.warning(n_note, icon=":material/content_cut:")
     seed = st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
     st.caption(
         "Measured by running specviz.verify on rows with p = [a, 1 − a] and q one-hot on token 0 (the drafter always "
@@ -77,19 +73,12 @@ with right:
     theory_with = [theory.expected_tokens(a, k) for k in K_RANGE]
     theory_without = [theory.expected_tokens(a, k, bonus=False) for k in K_RANGE]
 
-    def points(m: speed.Measured | None, expected: list[float]) -> tuple[np.ndarray, np.ndarray] | None:
-        """Means with their SEs; no error bar where the point cannot speak (too few rows)."""
-        if m is None:
-            return None
-        ok = [results.tokens_point(m.mean[i], m.se[i], m.n, expected[i]).conclusive for i in range(len(m.K))]
-        return m.mean, np.where(ok, m.se, np.nan)
-
     fig = figures.tokens_curve(
         list(K_RANGE),
         theory_with,
         theory_without,
-        measured=points(with_bonus, theory_with),
-        measured_without=points(without_bonus, theory_without),
+        measured=None if with_bonus is None else speed.error_bars(with_bonus, theory_with),
+        measured_without=None if without_bonus is None else speed.error_bars(without_bonus, theory_without),
         K_mark=K,
     )
     st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "curve")
@@ -159,4 +148,4 @@ with s2:
     st.plotly_chart(presenter.chart(speedup_fig, st.session_state), key=S + "speedup")
 
 shown_settings = {"a": a, "K": K, "c": c, "n": int(n_asked), "seed": int(seed)}
-links.show_in_link(st.query_params, st.session_state, shown_settings, PARAMS, S)  # the address bar shows them
+link.show_in_link(shown_settings)  # the address bar shows them

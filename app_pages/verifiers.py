@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import certify, figures, limits, links, plotly_json, position, presenter, results, tree_shapes
+from specviz.app import certify, figures, lesson_figures, limits, links, position, presenter, results, tree_shapes
 from specviz.proof import block_trace, court, prove, registry, stats
 from specviz.verifiers import tree
 
@@ -18,8 +15,7 @@ MAX_K = 3  # the exact court enumerates every draft sequence: K = 3 at V = 4 ans
 MAX_V = 4  # tokens in a typed p or q, for the same reason
 MAX_ASSIGNMENTS = 256  # candidate-token assignments per context of a tree the court judges on a click
 MAX_EVALS = 1_000_000  # verifier rows per rule before the court refuses (about a second at V = 4)
-TOY = "toy"
-PQ = "pq"
+TOY, PQ = certify.TOY, certify.PQ
 SCENARIOS = ("reference", "deterministic", "zeros", "ragged")  # prove's scenarios the court answers fast
 SOURCES = (TOY, PQ, *SCENARIOS)
 PARAMS = [
@@ -38,20 +34,11 @@ SOURCE_LABELS = {
     PQ: "Your own p and q (the same at every position)",
     **{name: f"Scenario: {prove.SCENARIOS[name].title}" for name in SCENARIOS},
 }
-VERDICT_COLOURS = {"lossless": "#2a9d8f", "LOSSY": "#e76f51", "refused": "#9e9e9e"}
-
-
-def get_problem(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> court.Problem:
-    if source == TOY:
-        return court.toy_problem()
-    if source == PQ:
-        return court.pair_problem(p, q, K)
-    return court.problem(source)
 
 
 @st.cache_data(show_spinner="Enumerating every rule's exact law…", max_entries=32, ttl=3600)
 def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int) -> list[court.Judgement]:
-    pb = get_problem(source, p, q, K)
+    pb = certify.page_problem(source, p, q, K)
     return court.compare_with_trees(pb, k, max_evals=MAX_EVALS, max_assignments=MAX_ASSIGNMENTS)
 
 
@@ -59,17 +46,8 @@ def judge_all(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k
 def measure_all(
     source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, k: int, n: int, seed: int
 ) -> list[dict]:
-    pb = get_problem(source, p, q, K)
-    out = []
-    for j in judge_all(source, p, q, K, k):
-        if j.rule not in court.RULES or j.refused:
-            continue  # trees have no verify-signature run; refused rules have no exact table
-        m = court.measure(j, j.rule, pb, n=n, seed=seed)
-        t = results.tokens_point(m.tokens_per_round, m.se, m.rounds, m.exact)  # the power rule of every verdict
-        out.append({"rule": j.rule, "measured tokens per verification (±1 SE)": results.point_text(t),
-                    "exact, over the rounds run": m.exact, "z": m.z if t.conclusive else None,
-                    "tokens test": results.tokens_says(t), "detectable shift": t.detectable})  # fmt: skip
-    return out
+    pb = certify.page_problem(source, p, q, K)
+    return certify.measured_rows(judge_all(source, p, q, K, k), pb, n, seed)
 
 
 @st.cache_data(show_spinner="Verifying trees…", max_entries=64, ttl=3600)
@@ -81,46 +59,10 @@ def measure_tree(p: tuple[float, ...], q: tuple[float, ...], k: int, depth: int,
 def certify_engine(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int, seed: int,
                    engine: str) -> certify.Certificate:  # fmt: skip
     name, verifier = certify.ENGINE  # engine: its name, so the cache is keyed by the verifier too
-    return certify.certify(verifier, name, get_problem(source, p, q, K), seed=seed)
+    return certify.certify(verifier, name, certify.page_problem(source, p, q, K), seed=seed)
 
 
-def chart(rows: list[dict]) -> go.Figure:
-    # Horizontal bars: rule names read level on a projector (rotated ones ran off the chart), and each bar's TV
-    # label sits past its end at full size instead of shrinking to the bar's width and running into the next one.
-    fig = plotly_json.blank()
-    top = max([r["tokens per step"] for r in rows if not math.isnan(r["tokens per step"])] or [1.0])
-    for verdict, colour in VERDICT_COLOURS.items():
-        sel = [r for r in rows if r["verdict"] == verdict]
-        if not sel:
-            continue
-        fig.add_bar(
-            y=[r["rule"] for r in sel],
-            x=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
-            orientation="h",
-            name=verdict,
-            marker_color=colour,
-            text=[f"{verdict}, TV {results.tv_text(r['TV from target'])}" if verdict != "refused" else "refused"
-                  for r in sel],  # fmt: skip
-            textposition="outside",
-            textfont_size=figures.FONT["size"],
-            constraintext="none",
-            cliponaxis=False,
-        )
-    # No legend and no axis title: each bar says its verdict, and at a projector's 340 px every row keeps its label.
-    return plotly_json.finish(
-        fig,
-        title=dict(text="Exact tokens per verification, verdict and TV", x=0, xanchor="left", y=0.98, yanchor="top",
-                   yref="container"),  # inside the figure's top edge, as specviz.app.figures places titles
-        xaxis_range=[0, top * 1.7],  # room for the labels past the longest bar
-        yaxis={"categoryorder": "array", "categoryarray": [r["rule"] for r in rows][::-1], "automargin": True},
-        height=30 * len(rows) + 90,
-        margin={"t": 60, "b": 10},
-        showlegend=False,
-        bargap=0.25,
-    )
-
-
-link_notes = links.init_state(st.query_params.to_dict(), st.session_state, PARAMS, S)
+link = links.open_page(st, PARAMS, S)
 
 st.title("Verifiers side by side")
 st.caption(
@@ -129,8 +71,7 @@ st.caption(
     "verification computed exactly. The verdict is computed from those numbers: lossless when the total-variation "
     "distance from the target is at most 1e-12 plus the mass the enumeration could not resolve."
 )
-for note in link_notes:
-    st.warning(note, icon=":material/link:")
+link.show_notes()
 
 left, right = st.columns([1, 2], gap="large")
 with left:
@@ -172,7 +113,7 @@ with right:
 if rows is not None:
     # The chart spans the page: beside the inputs, at 150 % zoom its rule names left the bars and their
     # verdict labels no room and the labels ran past the chart's edge.
-    st.plotly_chart(presenter.chart(chart(rows), st.session_state), key=S + "chart")
+    st.plotly_chart(presenter.chart(lesson_figures.verdict_bars(rows), st.session_state), key=S + "chart")
     # TV as text: a lossless rule's rounding noise reads "< 1e-12", not "6.59e-17"
     st.dataframe([{**r, "TV from target": results.tv_text(r["TV from target"])} for r in rows], hide_index=True,
                  key=S + "table")  # fmt: skip
@@ -216,7 +157,7 @@ if rows is not None:
             st.success("  \n".join(cert.lines()), icon=":material/verified:")
         else:
             st.error("  \n".join(cert.lines()), icon=":material/error:")
-        st.caption(certify.covers(get_problem(source, p, q, int(K)), SOURCE_LABELS[source])
+        st.caption(certify.covers(certify.page_problem(source, p, q, int(K)), SOURCE_LABELS[source])
                    + f" The seed above draws the rows; {cert.seconds:.2f} s of CPU.")  # fmt: skip
     else:
         st.caption(
@@ -316,4 +257,4 @@ st.markdown(
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:
     shown["n"] = int(st.session_state[S + "n"])
-links.show_in_link(st.query_params, st.session_state, shown, PARAMS, S)
+link.show_in_link(shown)

@@ -16,7 +16,7 @@ import pytest
 from apptest import metric, open_page, plotly_array, texts
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import batch_demo, limits, links, position, results, speed
+from specviz.app import batch_demo, flow, limits, links, position, results, speed
 from specviz.proof import prove, theory
 from specviz.proof.bugs import BUGS
 
@@ -25,25 +25,18 @@ REF_P = np.array(position.REFERENCE_P)
 UNIFORM = np.full(4, 0.25)
 
 
-FIRST_PAGES = tuple(f"app_pages/{name}.py" for name in ("home", "exact", "batch", "bug_lab", "tokens"))
-
-
-def test_navigation_titles_and_url_paths():
-    calls = [n for n in ast.walk(ast.parse((ROOT / "app.py").read_text())) if isinstance(n, ast.Call)]
-    pages = {}
-    for c in calls:
-        if getattr(c.func, "attr", None) == "Page":
-            kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path", "default")}
-            pages[ast.literal_eval(c.args[0])] = kw
-    # Shared links depend on these five; pages added later keep unique paths and existing files.
-    paths = [kw.get("url_path", "") for kw in pages.values()]
-    assert len(paths) == len(set(paths)) and all((ROOT / f).is_file() for f in pages)
-    assert {f: kw for f, kw in pages.items() if f in FIRST_PAGES} == {
-        "app_pages/home.py": {"title": "Home", "default": True},
-        "app_pages/exact.py": {"title": "Why it is exact", "url_path": "why-exact"},
-        "app_pages/batch.py": {"title": "Batch", "url_path": "batch"},
-        "app_pages/bug_lab.py": {"title": "Bug lab", "url_path": "bug-lab"},
-        "app_pages/tokens.py": {"title": "Tokens per step", "url_path": "tokens-per-step"},
+def test_the_url_paths_shared_links_use_stay():
+    # Shared links and bookmarks depend on these five; pages added later keep unique paths and existing files.
+    table = {lesson.file: (lesson.title, lesson.url_path) for lesson in flow.LESSONS}
+    paths = [lesson.url_path for lesson in flow.LESSONS]
+    assert len(paths) == len(set(paths)) and all((ROOT / f).is_file() for f in table)
+    pinned = [f"app_pages/{name}.py" for name in ("home", "exact", "batch", "bug_lab", "tokens")]
+    assert {f: table[f] for f in pinned} == {
+        "app_pages/home.py": ("Home", ""),
+        "app_pages/exact.py": ("Why it is exact", "why-exact"),
+        "app_pages/batch.py": ("Batch", "batch"),
+        "app_pages/bug_lab.py": ("Bug lab", "bug-lab"),
+        "app_pages/tokens.py": ("Tokens per step", "tokens-per-step"),
     }
 
 

@@ -5,7 +5,6 @@ AppTest runs app.py; each assertion compares what a page prints with the fact co
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
@@ -19,27 +18,25 @@ from specviz.proof.bugs import BUGS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def registered_pages() -> list[tuple[str, str, str]]:
-    """(file, url_path, title) of every st.Page in app.py, in its order ("" is the default page's path)."""
-    out = []
-    for c in ast.walk(ast.parse((ROOT / "app.py").read_text())):
-        if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page":
-            kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path")}
-            out.append((ast.literal_eval(c.args[0]), kw.get("url_path", ""), kw["title"]))
-    return out
-
-
-TITLES = {path: title for _, path, title in registered_pages()}
+@pytest.fixture(scope="module")
+def sidebar() -> list[tuple[str, str, str, str]]:
+    """(file, url_path, title, icon) of every page app.py's st.navigation registered, in the sidebar's order."""
+    at = open_page(None)
+    return [
+        (str(Path(i["script_path"]).relative_to(ROOT)), i["url_pathname"], i["page_name"], i["icon"])
+        for i in at._registered_pages.values()  # AppTest's record of the navigation, in registration order
+    ]
 
 
 # --- flow ------------------------------------------------------------------------------------------
 
 
-def test_the_class_order_names_every_registered_page_once():
-    registered = {(f, p) for f, p, _ in registered_pages()}
-    ordered = [(lesson.file, lesson.url_path) for lesson in flow.LESSONS]
-    assert len(ordered) == len(set(ordered)) and set(ordered) == registered
-    assert flow.LESSONS[0].url_path == ""  # Home first; the last lesson leads back to it
+def test_the_sidebar_lists_the_page_table_in_class_order(sidebar):
+    assert sidebar == [(p.file, p.url_path, p.title, p.icon) for p in flow.LESSONS]
+    assert all((ROOT / p.file).is_file() for p in flow.LESSONS)
+    assert len({p.url_path for p in flow.LESSONS}) == len({p.file for p in flow.LESSONS}) == len(flow.LESSONS)
+    assert flow.LESSONS[0].url_path == ""  # Home first, then the lessons a class meets first (issue 29.3)
+    assert [p.title for p in flow.LESSONS[1:3]] == ["One round, step by step", "Why it is exact"]
     assert flow.next_lesson(flow.LESSONS[-1].url_path) == flow.LESSONS[0]
     assert flow.next_lesson("no-such-page") is None
 
@@ -50,15 +47,16 @@ def test_home_names_every_page_with_what_it_teaches():
     for lesson in flow.LESSONS[1:]:
         assert lesson.url_path in linked, lesson
         assert lesson.teaches in texts(at.caption)
-    assert "One round, step by step" in TITLES.values() and "Find the bug" in TITLES.values()
+    assert linked[: len(flow.LESSONS) - 1] == [p.url_path for p in flow.LESSONS[1:]]  # in the table's order
 
 
 @pytest.mark.parametrize("lesson", flow.LESSONS, ids=lambda lesson: lesson.url_path or "home")
 def test_every_page_ends_with_a_link_to_the_next_lesson(lesson):
     at = open_page(None if lesson.url_path == "" else lesson.file)
-    following = flow.next_lesson(lesson.url_path)
+    index = [p.url_path for p in flow.LESSONS].index(lesson.url_path)
+    following = flow.LESSONS[(index + 1) % len(flow.LESSONS)]  # the next row of the table; Home after the last
     last = at.get("page_link")[-1].proto
-    assert (last.label, last.page) == (f"Next: {TITLES[following.url_path]}", following.url_path)
+    assert (last.label, last.page) == (f"Next: {following.title}", following.url_path)
 
 
 # --- the residual caption ---------------------------------------------------------------------------

@@ -63,12 +63,11 @@ class NoTorch(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoTorch())
 sys.path.insert(0, "tests")
-import ast
-from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
-pages = [ast.literal_eval(c.args[0]) for c in ast.walk(ast.parse(Path("app.py").read_text()))
-         if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page"]
+from specviz.app import flow
+
+pages = [lesson.file for lesson in flow.LESSONS]
 out = {}
 for page, query in [(p, {}) for p in pages] + [("app_pages/batch.py", {"backend": "PyTorch CPU", "B": "8"})]:
     at = AppTest.from_file("app.py", default_timeout=120)
@@ -199,17 +198,15 @@ def _largest_message(monkeypatch, runs) -> tuple[int, str]:
 
 
 def test_server_max_message_size_fits_the_largest_message_with_room(monkeypatch):
-    import ast
     import tomllib
 
     from apptest import ROOT
 
-    from specviz.app import limits
+    from specviz.app import flow, limits
 
     limit_mb = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]["maxMessageSize"]
     assert limit_mb == 2
-    pages = [ast.literal_eval(c.args[0]) for c in ast.walk(ast.parse((ROOT / "app.py").read_text()))
-             if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page"]  # fmt: skip
+    pages = [lesson.file for lesson in flow.LESSONS]
     heavy = [  # the largest answers found: a full Real-text run and check, the Batch page at its caps
         ("app_pages/text.py", {}, ["text.run", "text.check"]),
         ("app_pages/batch.py", {"B": "10000", "K": "16", "V": "23"}, ["batch.run"]),

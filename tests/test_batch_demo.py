@@ -135,3 +135,17 @@ def test_without_torch_only_numpy_is_offered_and_the_reason_says_how_to_add_it(m
     if batch_demo.torch_installed():
         assert batch_demo.available_backends(cuda_ok=False) == ["NumPy", "PyTorch CPU"]
         assert batch_demo.available_backends(cuda_ok=True) == list(batch_demo.BACKENDS)
+
+
+def test_the_timing_table_and_caption_follow_each_backend():
+    pytest.importorskip("torch")
+    j = batch_demo.draft_counts("random 0..K", 12, 3, seed=1)
+    rep = batch_demo.run_batch_demo(12, 3, 7, j, "peaked", 1.0, 1, "NumPy", ["NumPy", "PyTorch CPU"], max_rows=4)
+    rows = batch_demo.timing_rows(rep)
+    assert [r["backend"] for r in rows] == ["NumPy", "PyTorch CPU"] and all(r["agrees"] == "yes" for r in rows)
+    assert rows[0]["torch threads"] == "" and rows[1]["torch threads"] == str(rep.timings[1].threads)
+    caption = batch_demo.timing_caption(rep)
+    assert f"PyTorch CPU ran with torch.get_num_threads() = {rep.timings[1].threads}" in caption
+    assert "NumPy ran with" not in caption and "zero-copy" in caption
+    numpy_only = batch_demo.run_batch_demo(12, 3, 7, j, "peaked", 1.0, 1, "NumPy", ["NumPy"], max_rows=4)
+    assert "torch.get_num_threads" not in batch_demo.timing_caption(numpy_only)  # no torch backend, no torch line

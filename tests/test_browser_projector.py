@@ -141,14 +141,7 @@ def app_url():
 
 
 def titles() -> dict[str, str]:
-    import ast
-
-    out = {}
-    for c in ast.walk(ast.parse((browser.ROOT / "app.py").read_text())):
-        if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page":
-            kw = {k.arg: ast.literal_eval(k.value) for k in c.keywords if k.arg in ("title", "url_path")}
-            out[kw.get("url_path", "")] = kw["title"]
-    return {**out, **TITLES}
+    return {**{lesson.url_path: lesson.title for lesson in flow.LESSONS}, **TITLES}
 
 
 def open_view(pg, url: str, path: str, query: str, text: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specviz.app import position
+from specviz.app import flow, position
 from specviz.proof import prove, theory
 from specviz.proof.bugs import BUGS
 from specviz.proof.exact import verifier_law
@@ -568,7 +568,7 @@ def test_readme_figures():
     law = exact_law(None, P_REF, Q_REF, K=2, L=2)
     assert np.abs(law - np.outer(P_REF, P_REF)).max() < float(tol)
     (pages,) = grab(r"The app has (\w+) pages", text)
-    assert WORDS[pages] == (ROOT / "app.py").read_text().count("st.Page(")
+    assert WORDS[pages] == len(flow.LESSONS)
     (sizes,) = grab(r"sample ([0-9, /]+) times", text)
     (coded,) = grab(r"SAMPLE_SIZES = \(([^)]*)\)", (ROOT / "app_pages" / "exact.py").read_text())
     assert [int(v.replace(",", "")) for v in sizes.split("/")] == [int(v.replace("_", "")) for v in coded.split(",")]

@@ -8,6 +8,7 @@ from scipy import stats as sps
 
 from specviz import verify
 from specviz.app import interview as iv
+from specviz.app import links
 from specviz.app.position import draw_iid
 from specviz.app.speed import measure_tokens
 from specviz.proof import simulate, theory
@@ -339,3 +340,21 @@ def test_ragged_bonus_comes_from_the_rows_own_position():
     q = next(x for x in iv.questions() if x.key == "ragged")
     nd, K = iv.RAGGED_EXAMPLE
     assert f"emits token {nd} as the bonus" in q.reveal and f"mistake emits token {K}" in q.reveal
+
+
+def test_feedback_says_right_or_gives_the_answer_and_escapes_what_was_given():
+    qs = {q.key: q for q in iv.questions()}
+    number = next(q for q in qs.values() if q.kind == "number")
+    right, said = iv.feedback(number, float(number.answer))
+    assert right and said.startswith("Right: ")
+    wrong, said = iv.feedback(number, float(number.answer) + 1000)
+    assert not wrong and said.startswith("Not quite: you said ") and "the answer is" in said
+    choice = next(q for q in qs.values() if q.kind == "choice")
+    other = next(c for c in choice.choices if c != choice.answer)
+    wrong, said = iv.feedback(choice, other)
+    assert not wrong and links.plain(other) in said and links.plain(choice.answer) in said
+    marks = iv.summary_marks({number.key: True, choice.key: False})
+    assert len(marks) == len(qs)
+    by_title = dict(marks)
+    assert by_title[number.title] == "✅ right" and by_title[choice.title] == "❌ wrong"
+    assert sum(m == "— not answered" for _, m in marks) == len(qs) - 2

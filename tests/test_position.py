@@ -189,3 +189,32 @@ def test_wrong_bonus_row_samples_p_when_every_row_has_k_drafts():
     # negative control: the same test on resample_from_p, whose law is TV 0.14 from p here, fails
     bad = position.sample_position(p, q, 50_000, 3, "resample_from_p", seed=[5, 0])
     assert not stats.chi_square(np.bincount(bad.first_tokens, minlength=4), p).passed
+
+
+# --- Why it is exact's typed texts and samples, read and counted without Streamlit -------------------
+
+
+def test_read_texts_reads_each_typed_text_and_leaves_an_empty_one_alone():
+    read = position.read_texts({"p": "1/2, 30%, 0.15, 5e-2", "q": "  "})
+    assert list(read.values) == ["p"] and read.values["p"] == pytest.approx([0.5, 0.3, 0.15, 0.05])
+    assert list(read.notes) == ["p"] and read.notes["p"].startswith("read 4 values") and read.errors == []
+    bad = position.read_texts({"p": "0.5, banana", "q": "1 1"})  # q's sum 2: read as typed, with a note
+    assert list(bad.values) == ["q"] and bad.values["q"] == [1.0, 1.0] and "divided" in bad.notes["q"]
+    assert len(bad.errors) == 1 and "banana" in str(bad.errors[0]) and list(bad.notes) == ["q"]
+
+
+def test_samples_count_first_tokens_and_trace_only_a_single_draw():
+    p, q = np.array(position.REFERENCE_P), np.full(4, 0.25)
+    s = position.Samples(("key",), 4)
+    assert s.total == 0 and s.freq is None
+    many = position.sample_position(p, q, 1_000, 1, None, [0, 0])
+    s.add(many, p, q)
+    assert s.total == 1_000 and s.trace is None and s.single is None and s.clicks == 1
+    np.testing.assert_array_equal(s.counts, np.bincount(many.first_tokens, minlength=4))
+    one = position.sample_position(p, q, 1, 1, None, [0, 1])
+    s.add(one, p, q)
+    assert s.total == 1_001 and s.single == int(one.first_tokens[0])
+    assert str(s.trace) == str(position.trace_table(one, p, q))  # str: the trace holds a NaN p/q
+    assert s.freq is not None and s.freq.sum() == pytest.approx(1.0)
+    s.reset()
+    assert (s.total, s.clicks, s.trace, s.single, s.key) == (0, 0, None, None, ("key",))

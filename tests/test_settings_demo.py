@@ -163,3 +163,36 @@ def test_format_tv_shows_the_bound_for_rounding_noise_and_the_value_otherwise():
     assert sd.format_tv(sd.LOSSLESS_TV) == "1e-12" and sd.format_tv(0.0676) == "0.0676"
     with pytest.raises(ValueError, match="^tv"):
         sd.format_tv(float("nan"))
+
+
+# --- the page's sentences and table, computed here (the page lays them out) ---------------------------
+
+
+def test_parse_logit_pair_needs_as_many_draft_logits_as_target_logits():
+    zt, zd = sd.parse_logit_pair("1, 2, -inf", "0 0 0")
+    assert zt.size == zd.size == 3 and np.isneginf(zt[2])
+    with pytest.raises(InputError, match="draft logits"):
+        sd.parse_logit_pair("1, 2, 3", "0, 0")
+
+
+def test_token_list_names_the_marked_tokens():
+    assert sd.token_list(np.array([True, False, True])) == "token 0, token 2"
+    assert sd.token_list(np.zeros(3, dtype=bool)) == "none"
+
+
+def test_pipeline_rows_say_lossless_only_for_the_correct_pipeline_when_settings_differ():
+    zt, zd = sd.PRESETS[sd.DEFAULT_PRESET][0], sd.PRESETS[sd.DEFAULT_PRESET][1]
+    rep = sd.settings_report(zt, zd, Settings(0.7, 0, 0.9), Settings(1.3, 2, 1.0), 3)
+    rows = sd.pipeline_rows(rep)
+    assert [r["pipeline"] for r in rows] == [pl.name for pl in rep.pipelines]
+    assert [r["verdict"].endswith("lossless") for r in rows] == [pl.lossless for pl in rep.pipelines]
+    assert rows[0]["verdict"] == "✓\u00a0lossless" and any(r["verdict"] == "✗\u00a0lossy" for r in rows[1:])
+
+
+def test_greedy_text_names_the_argmax_and_q_s_mass_on_it():
+    zt, zd = (2.0, 2.0, 0.0), (0.0, 1.0, 3.0)
+    rep = sd.settings_report(zt, zd, Settings(), Settings(), 2)
+    greedy = sd.settings_report(zt, zd, Settings(temperature=0.0), Settings(), 2)
+    text = sd.greedy_text(zt, greedy, rep)
+    assert "**token 0** (tied with 1 other token;" in text and f"q gives it {greedy.q[0]:.4f}" in text
+    assert text.endswith("The drafter's most likely token is token 2.")

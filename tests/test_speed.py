@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specviz import InputError
 from specviz.app import position, speed
 from specviz.proof import theory
 
@@ -35,3 +36,20 @@ def test_speedup_model():
     table = speed.speedup_table(0.7, range(9), 0.1)
     assert table.best_K == 4 and table.speedup[0] == 1.0
     assert speed.speedup_table(0.7, range(9), 0.0).best_K == 8  # a free drafter: more drafts never hurt
+
+
+def test_error_bars_only_where_a_point_can_speak():
+    from specviz.app import results
+    from specviz.proof import theory
+
+    p, q = speed.two_token_pair(0.7)
+    for n in (20, 20_000):  # too few rows: no bar anywhere; enough: a bar on every point
+        m = speed.measure_tokens(p, q, [0, 1, 2, 3], n, seed=0)
+        expected = [theory.expected_tokens(0.7, k) for k in range(4)]
+        means, se = speed.error_bars(m, expected)
+        speaks = [results.tokens_point(m.mean[i], m.se[i], n, expected[i]).conclusive for i in range(4)]
+        np.testing.assert_array_equal(means, m.mean)
+        assert [not np.isnan(s) for s in se] == speaks
+        assert any(speaks) == (n == 20_000)
+    with pytest.raises(InputError, match="expected"):
+        speed.error_bars(m, expected[:2])

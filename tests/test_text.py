@@ -255,3 +255,28 @@ def test_ngram_probs_of_a_batch_equal_one_call_per_history_to_the_bit():
         assert np.allclose(batch.sum(1), 1.0)
     # Control: the rows differ between contexts, so an equality of the batch with one shared row would fail.
     assert not np.array_equal(pair.target.probs(hist)[0], pair.target.probs(hist)[1])
+
+
+def test_the_check_judges_the_correct_rule_and_a_bug_against_the_target_s_law():
+    pair = text.trained_pair()
+    s = Settings(temperature=1.0)
+    honest = text.check(pair, "The ", 2, s, seed=3, n=text.MAX_CHECK_N)
+    broken = text.check(pair, "The ", 2, s, seed=3, n=text.MAX_CHECK_N, verifier=BUGS["resample_from_p"].verifier)
+    assert honest.counts.sum() == broken.counts.sum() == text.MAX_CHECK_N
+    assert abs(honest.law.sum() - 1) < 1e-12 and honest.needed == stats.needed_n(honest.law)
+    says, sentence = text.check_verdict(honest.joint, "the correct verifier", text.MAX_CHECK_N, honest.needed, True)
+    assert says in ("pass", "inconclusive") and "the correct verifier" in sentence
+    says, sentence = text.check_verdict(broken.joint, "the bug", text.MAX_CHECK_N, broken.needed, False)
+    assert says == "fail" and "catches this bug" in sentence and says in text.CHECK_BOXES  # negative control
+
+
+def test_round_rows_say_what_happened_to_each_draft():
+    pair = text.trained_pair()
+    steps = text.transcript(pair.target, pair.drafter, text.encode("The ").tolist(), 4, Settings(), 0, rounds=6)
+    for st in steps:
+        rows = text.round_rows(st)
+        assert len(rows) == len(st.drafts)
+        results = [r["result"] for r in rows]
+        assert results[: st.accepted] == ["accepted"] * st.accepted
+        assert results[st.accepted + 1 :] == ["not reached"] * len(results[st.accepted + 1 :])
+        assert all((r["coin u"] is None) == (r["result"] == "not reached") for r in rows)

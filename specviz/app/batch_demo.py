@@ -9,6 +9,7 @@ hidden. Randomness comes from an explicit seed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -170,12 +171,16 @@ def loops_note() -> str:
 TORCH_MISSING = 'torch is not installed (pip install ".[torch]" adds the PyTorch CPU and CUDA backends)'
 
 
+_TORCH_IMPORT = threading.Lock()  # one thread imports torch: the warm-up's, or a visitor's click before it ran
+
+
 def torch_installed() -> bool:
-    """Whether ``import torch`` works here."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
+    """Whether ``import torch`` works here (importing it, in one thread at a time, the first time)."""
+    with _TORCH_IMPORT:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return False
     return True
 
 
@@ -360,3 +365,41 @@ def run_batch_demo(
         accepted=accepted,
         tested=tested,
     )
+
+
+def timing_rows(report: BatchReport) -> list[dict[str, Any]]:
+    """The Batch page's timing table: each backend's median time, repeats, rate, torch threads, and its agreement."""
+    B = len(report.num_draft)
+    return [
+        {
+            "backend": x.backend,
+            "median time (ms)": 1000 * x.seconds,
+            "repeats": x.repeats,
+            "rows per second": x.rows_per_second,
+            "torch threads": "" if x.threads is None else str(x.threads),
+            "agrees": "yes" if x.agrees else f"{x.rows_differing} of {B:,} rows differ",
+        }
+        for x in report.timings
+    ]
+
+
+def timing_caption(report: BatchReport) -> str:
+    """How the timings were taken, and what each torch backend's figure depends on."""
+    text = (
+        "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
+        "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
+        "already on the device, validation off as on a serving hot path. Building the random batch took "
+        f"{report.generate_seconds:.2f} s and is not included. {loops_note()}"
+    )
+    for x in report.timings:
+        if x.threads is None:
+            continue
+        text += f" {x.backend} ran with torch.get_num_threads() = {x.threads}; its times also depend on the machine's "
+        text += "load."
+        if x.backend == "PyTorch CPU":
+            text += (
+                " On the CPU, float32 and float64 tensors run the same NumPy code as the NumPy backend, on zero-copy "
+                "views of the tensors (torch's own kernels were slower there); handing them over and the results "
+                "back (numpy() and from_numpy) is all that differs."
+            )
+    return text

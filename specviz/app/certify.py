@@ -1,4 +1,4 @@
-"""The Verifiers page's certified bound: the paired test of a verifier against the reference on the page's problem.
+"""The Verifiers page's problem, its measured rows, and its certified bound: a verifier paired with the reference.
 
 # B rows, K drafts (padded width), V vocabulary
 
@@ -22,9 +22,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
+from ..proof import court
 from ..proof.court import Problem
 from ..proof.ship import CONFIDENCE, PAD_TOKEN, REFERENCE_GRID, certified_bound, outcome
 from ..verifiers.verify import verify
+from . import results
 
 ROWS = 100_000  # rows per certificate: at V = 4, K = 3 about 0.07 s of CPU for both verifiers (0.17 s at 200,000)
 BATCH = 5_000  # rows per call
@@ -131,3 +133,36 @@ def certify(verifier: Callable[..., Any], name: str, pb: Problem, *, rows: int =
         drafts += nd
     return Certificate(name, done, drafts, bad, certified_bound(bad, done), pb.target.V * REFERENCE_GRID,
                        pb.target.V, pb.K, time.process_time() - t0)  # fmt: skip
+
+
+# --- the page's problem and its measured rows ---------------------------------------------------------
+
+TOY = "toy"  # the block paper's p = (1/3, 2/3), q = (2/3, 1/3), K = 2
+PQ = "pq"  # a typed p and q, the same at every position
+
+
+def page_problem(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> court.Problem:
+    """The problem the Verifiers page judges: the toy pair, a typed p and q with K drafts, or a prove scenario."""
+    if source == TOY:
+        return court.toy_problem()
+    if source == PQ:
+        return court.pair_problem(p, q, K)
+    return court.problem(source)
+
+
+def measured_rows(judgements: list[court.Judgement], pb: court.Problem, n: int, seed: int) -> list[dict]:
+    """Tokens per verification measured for each rule the court judged (``n`` sequences each) beside the exact value.
+
+    Trees have no verify-signature run and refused rules no exact table: they are left out. A
+    point speaks only with the power every verdict needs (:func:`specviz.app.results.tokens_point`).
+    """
+    out = []
+    for j in judgements:
+        if j.rule not in court.RULES or j.refused:
+            continue
+        m = court.measure(j, j.rule, pb, n=n, seed=seed)
+        t = results.tokens_point(m.tokens_per_round, m.se, m.rounds, m.exact)
+        out.append({"rule": j.rule, "measured tokens per verification (±1 SE)": results.point_text(t),
+                    "exact, over the rounds run": m.exact, "z": m.z if t.conclusive else None,
+                    "tokens test": results.tokens_says(t), "detectable shift": t.detectable})  # fmt: skip
+    return out

@@ -36,6 +36,7 @@ from ..errors import InputError
 from ..proof import theory
 from . import interview_topics as topics
 from . import speed
+from .links import plain
 
 REFERENCE_P = theory.REFERENCE_P  # the textbook example, one definition for the whole project
 UNIFORM_Q = theory.REFERENCE_Q
@@ -511,3 +512,25 @@ def decode_answers(text: str) -> dict[str, str | float]:
 def results(answers: dict[str, str | float]) -> dict[str, bool]:
     """Right or wrong for each committed answer (unanswered questions are left out)."""
     return {q.key: check(q, answers[q.key]) for q in questions() if q.key in answers}
+
+
+def feedback(question: Question, given: str | float) -> tuple[bool, str]:
+    """(right?, the Markdown sentence under the question): the answer given, and the right one where it differs.
+
+    ``given`` came from the visitor (a link can carry anything): it is escaped (:func:`links.plain`).
+    """
+    right = check(question, given)
+    shown = plain(given if isinstance(given, str) else f"{given:g}")
+    if right:
+        return True, f"Right: {shown}."
+    correct = plain(question.answer if isinstance(question.answer, str) else f"{question.answer:.4g}")
+    tol = f" (within ±{question.tolerance:g})" if question.kind == "number" and question.tolerance else ""
+    return False, f"Not quite: you said {shown}; the answer is {correct}{tol}."
+
+
+def summary_marks(right: dict[str, bool]) -> list[tuple[str, str]]:
+    """(title, mark) of every question in order: right, wrong, or not answered (``right``: :func:`results`)."""
+    return [
+        (q.title, "✅ right" if right.get(q.key) else "❌ wrong" if q.key in right else "— not answered")
+        for q in questions()
+    ]

@@ -1,4 +1,5 @@
-"""Figures of the two step-by-step lessons: one round's coins, and twenty histograms to tell apart.
+"""Figures of the lesson pages beyond :mod:`specviz.app.figures`: one round's coins, twenty histograms to tell
+apart, and the Verifiers page's verdict bars.
 
 # K drafts, V vocabulary, M panels
 
@@ -8,6 +9,7 @@ hold the computed numbers (tests read them back).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ import plotly.graph_objects as go
 from . import plotly_json
 from .figures import ACCEPTED, BONUS, EMPIRICAL, FONT, LAW, NOT_REACHED, REPLACED, TARGET, _layout
 from .one_round import NOT_YET, STATES
+from .results import tv_text
 
 REJECTED = "#c62828"  # the coin landed at or above p/q
 
@@ -123,3 +126,43 @@ def panels(target_probs: Sequence[float], counts: np.ndarray, *, marked: int | N
     fig.update_annotations(font_size=FONT["size"])
     title = f"{M} histograms of the first token, one of them from a mistake (ticks: p)"
     return _layout(fig, title, height=100 + 140 * rows)
+
+
+VERDICT_COLOURS = {"lossless": "#2a9d8f", "LOSSY": "#e76f51", "refused": "#9e9e9e"}
+
+
+def verdict_bars(rows: list[dict]) -> go.Figure:
+    """The court's table as bars: each rule's exact tokens per verification, coloured by its verdict, with its TV."""
+    # Horizontal bars: rule names read level on a projector (rotated ones ran off the chart), and each bar's TV
+    # label sits past its end at full size instead of shrinking to the bar's width and running into the next one.
+    fig = plotly_json.blank()
+    top = max([r["tokens per step"] for r in rows if not math.isnan(r["tokens per step"])] or [1.0])
+    for verdict, colour in VERDICT_COLOURS.items():
+        sel = [r for r in rows if r["verdict"] == verdict]
+        if not sel:
+            continue
+        fig.add_bar(
+            y=[r["rule"] for r in sel],
+            x=[0.0 if math.isnan(r["tokens per step"]) else r["tokens per step"] for r in sel],
+            orientation="h",
+            name=verdict,
+            marker_color=colour,
+            text=[f"{verdict}, TV {tv_text(r['TV from target'])}" if verdict != "refused" else "refused"
+                  for r in sel],  # fmt: skip
+            textposition="outside",
+            textfont_size=FONT["size"],
+            constraintext="none",
+            cliponaxis=False,
+        )
+    # No legend and no axis title: each bar says its verdict, and at a projector's 340 px every row keeps its label.
+    return plotly_json.finish(
+        fig,
+        title=dict(text="Exact tokens per verification, verdict and TV", x=0, xanchor="left", y=0.98, yanchor="top",
+                   yref="container"),  # inside the figure's top edge, as specviz.app.figures places titles
+        xaxis_range=[0, top * 1.7],  # room for the labels past the longest bar
+        yaxis={"categoryorder": "array", "categoryarray": [r["rule"] for r in rows][::-1], "automargin": True},
+        height=30 * len(rows) + 90,
+        margin={"t": 60, "b": 10},
+        showlegend=False,
+        bargap=0.25,
+    )

@@ -6,6 +6,10 @@ link reproduces a demo, seed included, and the page shows the same settings when
 comes back to it in the same session. A bad value in a link never stops a page: it falls
 back to the default with a note saying what was wrong. Text that came from a user is shown
 through :func:`plain` (Markdown-escaped), never as Markdown.
+
+A page does all of that through :func:`open_page`, its preamble: the link read into session state,
+its notes shown where the page wants them (:meth:`PageLink.show_notes`), caps applied with a note
+(:meth:`PageLink.cap`), and the settings shown written back (:meth:`PageLink.show_in_link`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import InputError
 from .limits import MAX_TABLE_V
+from .limits import cap as _cap
 
 SHOWN_CHARS = 40  # a bad link value is quoted up to this length in its note
 
@@ -154,6 +159,21 @@ def bool_param(name: str, default: bool) -> Param:
 APP_PARAMS = [bool_param(PRESENT, False)]  # settings of the whole app, in every page's link
 
 
+def read_present(query: Mapping[str, Any], state: MutableMapping[str, Any]) -> None:
+    """Seed the presenter toggle from the link (``?present=1``) the first time a session runs."""
+    if PRESENT_KEY not in state:
+        state[PRESENT_KEY] = decode_params(query, APP_PARAMS).values[PRESENT]
+
+
+def write_present(query: MutableMapping[str, Any], present: bool) -> None:
+    """Keep ``?present=1`` in the address bar while presenting (pages without settings keep it too)."""
+    if query.get(PRESENT) != ("1" if present else None):
+        if present:
+            query[PRESENT] = "1"
+        else:
+            query.pop(PRESENT, None)
+
+
 def start_run(state: MutableMapping[str, Any], page: str) -> None:
     """Record which page this run shows; call once per run, before the page runs."""
     state[ARRIVED_KEY] = state.get(PAGE_KEY) != page
@@ -269,3 +289,63 @@ def error_text(error: BaseException) -> str:
     if isinstance(error, InputError):
         return f"{error.argument}: expected {error.expected}, got {plain(error.got)}"
     return plain(str(error))
+
+
+# --- a page's preamble ---------------------------------------------------------------------------
+
+LINK_ICON = ":material/link:"  # beside a note about a value in the link
+CUT_ICON = ":material/content_cut:"  # beside a note about a cap
+
+
+class Ui(Protocol):
+    """What the preamble uses of the ``streamlit`` module, which the page hands in (specviz never imports it)."""
+
+    query_params: Any
+    session_state: Any
+
+    def warning(self, body: str, *, icon: str | None = None) -> Any: ...
+
+
+@dataclass
+class PageLink:
+    """One run of a page with settings: where they came from, and the notes to show about them."""
+
+    ui: Ui
+    params: Sequence[Param]
+    prefix: str
+    query: dict[str, Any]  # the link this run arrived with
+    from_link: bool  # arrived with a link of its own (see :func:`link_given`)
+    notes: list[str]  # about bad values in the link, each replaced by its default
+
+    def show_notes(self) -> None:
+        """The link's notes, as warnings, where the page calls this (under its title, usually)."""
+        for note in self.notes:
+            self.ui.warning(note, icon=LINK_ICON)
+
+    def cap(self, value: int, limit: int, what: str, why: str) -> int:
+        """``min(value, limit)``, with a warning saying so where the cap applies (:func:`limits.cap`)."""
+        capped, note = _cap(int(value), limit, what, why)
+        if note:
+            self.ui.warning(note, icon=CUT_ICON)
+        return capped
+
+    def show_caps(self, notes: Sequence[str]) -> None:
+        """Warnings for caps applied elsewhere (e.g. :func:`specviz.app.batch_demo.cap_batch`'s notes)."""
+        for note in notes:
+            self.ui.warning(note, icon=CUT_ICON)
+
+    def show_in_link(self, values: Mapping[str, Any]) -> None:
+        """Write the settings shown into the address bar (:func:`show_in_link`)."""
+        show_in_link(self.ui.query_params, self.ui.session_state, values, self.params, self.prefix)
+
+
+def open_page(ui: Ui, params: Sequence[Param], prefix: str, keep: Sequence[str] = ()) -> PageLink:
+    """A page's preamble: its settings seeded from the link into session state (:func:`init_state`).
+
+    Call it before the page draws a widget of its settings; show the notes with
+    :meth:`PageLink.show_notes`.
+    """
+    query = ui.query_params.to_dict()
+    from_link = link_given(query, ui.session_state, params)  # before init_state records the link
+    notes = init_state(query, ui.session_state, params, prefix, keep)
+    return PageLink(ui, params, prefix, query, from_link, notes)

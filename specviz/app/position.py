@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -126,6 +126,31 @@ def parse_text(text: str, name: str) -> ParsedText:
     else:
         message += "; they sum to 1"
     return ParsedText(values, dist, message)
+
+
+class TypedTexts(NamedTuple):
+    values: dict[str, list[float]]  # "p" and/or "q": the values read (a text left empty is not read)
+    notes: dict[str, str]  # what was read from each ("p" or "q"), e.g. a sum divided out; echoes the typed text
+    errors: list[InputError]  # one per text that could not be read (quoting what was typed)
+
+
+def read_texts(texts: Mapping[str, str]) -> TypedTexts:
+    """The typed p and q texts (``texts["p"]``, ``texts["q"]``; either may be empty) read with :func:`parse_text`."""
+    values: dict[str, list[float]] = {}
+    notes: dict[str, str] = {}
+    errors: list[InputError] = []
+    for name in ("p", "q"):
+        text = texts.get(name, "")
+        if not text.strip():
+            continue
+        try:
+            parsed = parse_text(text, name)
+        except InputError as e:
+            errors.append(e)
+            continue
+        values[name] = parsed.values
+        notes[name] = parsed.message
+    return TypedTexts(values, notes, errors)
 
 
 class TypedPair(NamedTuple):
@@ -387,3 +412,63 @@ def trace_table(draws: PositionDraws, target_probs: np.ndarray, draft_probs: np.
         x = int(res.tokens[row, n_acc])
         rows.append(step(f"slot {n_acc}", x, float("nan"), float(res.sample_uniforms[row]), kind))
     return rows
+
+
+class Samples:
+    """What a visitor sampled at one setting (``key``): counts of the first token, the last single draw traced.
+
+    Why it is exact keeps one in session state; a new p, q, bug, K or seed starts a new one.
+    """
+
+    def __init__(self, key: Hashable, V: int) -> None:
+        self.key = key
+        self.counts = np.zeros(V, dtype=np.int64)
+        self.clicks = 0  # each click draws with its own seed: [seed, clicks]
+        self.trace: list[dict] | None = None  # the last single verification, for its table
+        self.single: int | None = None  # the token of the last single sample, marked on the chart
+
+    def add(self, draws: PositionDraws, target_probs: np.ndarray, draft_probs: np.ndarray) -> None:
+        """Count ``draws``' first tokens; one draw alone is also traced and marked."""
+        n = len(draws.first_tokens)
+        self.clicks += 1
+        self.counts = self.counts + np.bincount(draws.first_tokens, minlength=len(self.counts))
+        self.trace = trace_table(draws, target_probs, draft_probs) if n == 1 else self.trace
+        self.single = int(draws.first_tokens[0]) if n == 1 else None
+
+    def reset(self) -> None:
+        self.__init__(self.key, len(self.counts))  # type: ignore[misc]
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def freq(self) -> np.ndarray | None:
+        """Sampled frequencies of each token; None before the first sample."""
+        return self.counts / self.total if self.total else None
+
+
+# Why it is exact's derivation, line by line: ("md", Markdown) or ("tex", LaTeX).
+DERIVATION: tuple[tuple[str, str], ...] = (
+    ("md", "A token x is emitted either by acceptance (drafted, then kept) or by replacement (after a rejection):"),
+    (
+        "tex",
+        r"P(\text{emit } x) = \underbrace{q(x)\,\min\!\Big(1, \tfrac{p(x)}{q(x)}\Big)}_{\text{accepted}}"
+        r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}\;",  # the thin space: the brace's label overhung by 2 px
+    ),
+    ("md", "The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:"),
+    ("tex", r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)"),
+    ("md", "The residual is what q under-proposes, normalized, and its normalizer is the same 1 − a:"),
+    # Two displays, not one: side by side they ran past a 1280 px projector's edge at "= TV(p".
+    ("tex", r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}"),
+    ("tex", r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)"),
+    ("md", "So the two factors 1 − a cancel, and min plus the positive part of the difference is p:"),
+    ("tex", r"P(\text{emit } x) = \min\big(p(x), q(x)\big) + \max\big(0,\, p(x) - q(x)\big) = p(x)"),
+    (
+        "md",
+        "The next position is reached only after an acceptance, conditioned on the accepted token, so the same "
+        "argument applies to each conditional in turn: the whole sequence follows the target. Each mistake in the "
+        "*Bug* box breaks one line of this: drawing the replacement from p instead of r, reusing the coin (no longer "
+        "uniform after a rejection), or forgetting the clamp max(0, ·).",
+    ),
+)

@@ -121,6 +121,11 @@ h2, h3 { padding-top: 0.25rem !important; padding-bottom: 0.25rem !important; }
 """
 # Widgets (by their Streamlit key) whose block holds a page's inputs and goes after its results.
 INPUT_KEYS = ("buglab.run", "batch.B")  # Batch keeps its Run button (a lone element) on top
+TOGGLE_HELP = "Larger text and charts for a projector, results before inputs; kept in the link as ?present=1."
+SIDEBAR_NOTE = (
+    "Every page keeps its settings while you move between pages, and shows them in the address bar, seed "
+    "included: copy the link to reproduce a demo exactly."
+)
 NEXT_KEY = "app.next"  # the container of the "Next: ..." link app.py puts under every page: it stays last
 
 

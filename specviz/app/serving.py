@@ -1,6 +1,17 @@
 """What one server process does so that many visitors can share it: a cheap rerun, bounded heavy work.
 
-No Streamlit here; app.py and the pages call these.
+No Streamlit import here: app.py hands :func:`install` the Streamlit classes it patches, and calls
+:func:`after_run` after every page run; the pages call :func:`heavy`.
+
+- :func:`install`, once per process, before any page runs: :func:`preload` (every module a page
+  imports, in one thread), :func:`refuse_clear_cache`, :func:`return_freed_memory`,
+  :func:`keep_compiled_pages`, and the background warm-up (:mod:`specviz.app.warm`).
+- :func:`preload`: on a fresh process several visitors' scripts (and the warm-up) would otherwise
+  import the same libraries at once, and a library that reads a half-imported module breaks:
+  plotly's validators read ``sys.modules["pandas"]`` while another thread is still importing
+  pandas ("partially initialized module 'pandas' has no attribute 'Series'"), and a failed import
+  in one thread shows in another that waited for it as "cannot import name 'results' from
+  'specviz.app'" (issue 29.8; tests/test_serving_install.py reproduces it).
 
 - :func:`collect_garbage` after every script run, in place of Streamlit's own collection
   (``runner.postScriptGC``, off in .streamlit/config.toml): a full collection walks every live
@@ -36,16 +47,21 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import importlib
+import logging
 import os
+import pkgutil
 import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import InputError
+from . import warm
 
+log = logging.getLogger("specviz.app")
 R = TypeVar("R")
 OnWait = Callable[[str], object] | None  # told, every WAIT_POLL_S while waiting, why and where the visitor waits
 
@@ -77,6 +93,16 @@ def freeze_heap(page: str) -> bool:
 
 GC_INTERVAL_S = 10.0  # at most one full collection per this many seconds per process (0.27 s each with 30 visitors)
 _GC_LOCK = threading.Lock()
+
+
+def after_run(page: str) -> None:
+    """What app.py does after every page run: :func:`freeze_heap` the page's first time, then :func:`collect_garbage`.
+
+    Streamlit's own collection after every run is off (``runner.postScriptGC`` in
+    .streamlit/config.toml): a full collection walks every visitor's objects.
+    """
+    freeze_heap(page)
+    collect_garbage()
 
 
 def collect_garbage(now: Callable[[], float] = time.monotonic) -> bool:
@@ -334,3 +360,96 @@ def slots_from_env(environ: Mapping[str, str]) -> int:
 
 
 HEAVY: HeavyQueue = HeavyQueue(slots_from_env(os.environ))  # the process's one queue, shared by every page
+
+
+# --- install: app.py's set-up, once per process ----------------------------------------------------
+
+# What the pages import beside specviz.app (libraries that plotly and Streamlit read from sys.modules, and
+# prove, which no module of specviz.app imports): tests/test_serving_install.py checks nothing is missing.
+PRELOAD = ("numpy", "pandas", "scipy.stats", "plotly.graph_objects", "plotly.io", "specviz.proof.prove")
+_INSTALLED = threading.Event()
+_INSTALL_LOCK = threading.Lock()
+CLEAR_CACHE_REFUSED = "A visitor sent clear_cache: refused (the caches are every visitor's); their own state cleared"
+
+
+def preload() -> list[str]:
+    """Import every module the pages import, here, in one thread; the names imported.
+
+    :data:`PRELOAD`, every module of :mod:`specviz.app` (and with them the proof and the
+    verifiers), and the compiled loops (Numba), which the first verification would otherwise load
+    inside a visitor's click. torch stays with the warm-up: it costs seconds, and only the Batch
+    page uses it (``batch_demo.torch_installed`` imports it under a lock the warm-up shares).
+    """
+    app = importlib.import_module(__package__)  # specviz.app
+    names = [*PRELOAD, *(f"{__package__}.{m.name}" for m in pkgutil.iter_modules(app.__path__))]
+    for name in names:
+        importlib.import_module(name)
+    from ..verifiers import _fused
+
+    _fused._loops()  # imports Numba where it is installed and loads the cached loops
+    return names
+
+
+class _Session(Protocol):
+    """Streamlit's AppSession, as far as :func:`refuse_clear_cache` touches it."""
+
+    _session_state: Any
+
+
+def refuse_clear_cache(session_class: type) -> bool:
+    """Stop one visitor from clearing every visitor's caches; True when it replaced the handler now.
+
+    Streamlit's ``clear_cache`` back-message (the "Clear cache" menu item, hidden by
+    client.toolbarMode but still accepted by the server) clears st.cache_data and
+    st.cache_resource for the whole process. No config option turns it off in Streamlit 1.67,
+    so the one method that handles it (``AppSession._handle_clear_cache_request``) is replaced by
+    one that clears only the sender's session state. tests/test_serve.py sends the message over
+    the websocket and checks the caches survive.
+    """
+    if getattr(getattr(session_class, "_handle_clear_cache_request", None), "refuses", False):
+        return False
+
+    def own_state_only(self: _Session) -> None:
+        log.warning(CLEAR_CACHE_REFUSED)
+        self._session_state.clear()
+
+    own_state_only.refuses = True  # type: ignore[attr-defined]
+    session_class._handle_clear_cache_request = own_state_only  # type: ignore[attr-defined]
+    return True
+
+
+class _Runtime(Protocol):
+    """Streamlit's Runtime class, as far as :func:`install` reads it."""
+
+    @classmethod
+    def exists(cls) -> bool: ...
+
+    @classmethod
+    def instance(cls) -> Any: ...
+
+
+def install(session_class: type, runtime_class: type[_Runtime], file_watcher: str) -> bool:
+    """app.py's set-up for the process, done once; True for the call that did it.
+
+    ``session_class`` is Streamlit's AppSession, ``runtime_class`` its Runtime, ``file_watcher``
+    the ``server.fileWatcherType`` option. Every caller returns only once it is done: visitors who
+    arrive together on a fresh process wait for one :func:`preload` instead of importing the same
+    libraries at once in their own threads.
+    """
+    if _INSTALLED.is_set():
+        return False
+    with _INSTALL_LOCK:
+        if _INSTALLED.is_set():
+            return False
+        preload()
+        refuse_clear_cache(session_class)
+        return_freed_memory()  # freed NumPy arrays go back to the system
+        runtime = runtime_class.instance() if runtime_class.exists() else None
+        scripts: _CompiledScripts | None = getattr(runtime, "_script_cache", None)
+        if scripts is not None and callable(getattr(scripts, "clear", None)):  # none under AppTest (it compiles pages)
+            keep_compiled_pages(scripts, file_watcher)
+        elif type(runtime) is runtime_class:  # a real server: Streamlit renamed what keep_compiled_pages needs
+            log.warning("Streamlit's Runtime has no _script_cache: page scripts are compiled again for lone visitors")
+        warm.start()  # torch and the court's first enumeration, in the background, after the imports above
+        _INSTALLED.set()
+        return True

@@ -222,3 +222,46 @@ def greedy_pick(logits: Sequence[float]) -> tuple[int, int]:
     z = logits_vector(logits, "logits")
     top = z.max()
     return int(np.argmax(z)), int((z == top).sum())
+
+
+def parse_logit_pair(target_text: str, draft_text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Typed target and draft logits (:func:`parse_logits`), as many of one as of the other."""
+    zt, zd = parse_logits(target_text, "target logits"), parse_logits(draft_text, "draft logits")
+    if zt.size != zd.size:
+        raise InputError("draft logits", f"{zt.size} logits, as many as the target's", f"{zd.size}")
+    return zt, zd
+
+
+def token_list(mask: np.ndarray) -> str:
+    """The tokens ``mask`` marks, as words ("token 0, token 3"); "none" when it marks none."""
+    idx = np.flatnonzero(mask)
+    return ", ".join(f"token {i}" for i in idx) if idx.size else "none"
+
+
+def pipeline_rows(rep: SettingsReport) -> list[dict[str, str]]:
+    """The three pipelines as table rows: verdict, TV from plain decoding and from the raw target, acceptance."""
+    return [
+        {
+            "pipeline": pl.name,
+            "verdict": "✓\u00a0lossless" if pl.lossless else "✗\u00a0lossy",  # no break between mark and word
+            "TV from plain decoding": format_tv(pl.tv_plain),
+            "TV from the raw target": format_tv(pl.tv_raw),
+            "acceptance": f"{pl.acceptance:.4f}",
+            "what the verifier is given": pl.description,
+        }
+        for pl in rep.pipelines
+    ]
+
+
+def greedy_text(target_logits: Sequence[float], greedy: SettingsReport, rep: SettingsReport) -> str:
+    """What temperature 0 does here: the target's argmax (and its ties), q's mass on it, the drafter's top token.
+
+    ``greedy``: the report at the request's temperature 0; ``rep``: at the request's own settings.
+    """
+    top, ties = greedy_pick(target_logits)
+    tied = f" (tied with {ties - 1} other token{'s' if ties > 2 else ''}; specviz breaks ties by the lowest id)"
+    return (
+        f"Here the target's argmax is **token {top}**{tied if ties > 1 else ''}. With the drafter's current settings, "
+        f"q gives it {greedy.q[top]:.4f}: that is the acceptance rate at temperature 0 "
+        f"({greedy.pipelines[0].acceptance:.4f}). The drafter's most likely token is token {int(np.argmax(rep.q))}."
+    )

@@ -40,6 +40,21 @@ class Measured(NamedTuple):
     n: int  # rows per point
 
 
+def error_bars(m: Measured, expected: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(means, standard errors) of ``m``'s points, the SE NaN (no error bar) where the point cannot speak.
+
+    A point speaks with the power every verdict needs (:func:`specviz.proof.stats.mean_test`'s
+    ``conclusive``): below it a standard error of a few rows can read 0 and would be a false promise.
+    """
+    from ..proof import stats
+
+    if len(expected) != len(m.K):
+        raise InputError("expected", f"one expectation per point ({len(m.K)})", f"{len(expected)}")
+    ok = [stats.mean_test(float(mean), float(e), float(se), m.n).conclusive
+          for mean, e, se in zip(m.mean, expected, m.se, strict=True)]  # fmt: skip
+    return m.mean, np.where(ok, m.se, np.nan)
+
+
 def measure_tokens(
     target_probs: np.ndarray, draft_probs: np.ndarray, Ks: Sequence[int], n: int, seed: int, *, bonus: bool = True
 ) -> Measured:

@@ -3,7 +3,7 @@
 A fresh server pays, on the first click that needs them, for importing torch (about 2.4 s of CPU
 on the Batch page's first load, see benchmarks/bench_app.py) and for the first exact enumeration
 of the court (about 0.4 s more than later ones: imports and compiled loops). :func:`start` does
-both once per process in a daemon thread, right when app.py first runs, instead of inside a
+both once per process in a daemon thread, started by serving.install, instead of inside a
 student's click. It never raises: a failed warm-up only means the first click pays as before.
 """
 
