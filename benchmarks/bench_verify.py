@@ -49,6 +49,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import specviz.verifiers._sample as sample_mod  # noqa: E402
+import specviz.verifiers.reference as reference  # noqa: E402
 import specviz.verifiers.verify as verify_mod  # noqa: E402
 from specviz import Uniforms, verify  # noqa: E402
 from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
@@ -376,11 +377,11 @@ def write_doc(doc: speed_doc.Section, args, figs: Figures) -> None:
               "in the same run", summary, figs.summary)  # fmt: skip
     doc.table("Every entry: cold and warm medians over the read bound, validate=True over False, over NumPy "
               "(and the interquartile range of the per-repeat ratios), torch's hand-over", ENTRIES, figs.entries)
-    step = 1 / sample_mod.GRID
+    step = 1 / reference.GRID
     Vs = sorted({int(r[0].split(", ")[1]) for r in figs.summary})
     doc.table("The draw's constants (specviz.verifiers._sample) and the quantization bound V x grid step in "
               "total variation", ["V", "grid step", "sum margin", "block", "TV bound"],
-              [[str(V), f"2^-{int(np.log2(sample_mod.GRID))}", f"{sample_mod.SUM_MARGIN:g}", str(sample_mod.BLOCK),
+              [[str(V), f"2^-{int(np.log2(reference.GRID))}", f"{sample_mod.SUM_MARGIN:g}", str(sample_mod.BLOCK),
                 f"{V * step:.1e}"] for V in Vs])  # fmt: skip
     doc.write()
 

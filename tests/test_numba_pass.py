@@ -16,7 +16,7 @@ from conftest import random_batch, random_probs
 import specviz
 from specviz import InputError, Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
-from specviz.verifiers import _fused
+from specviz.verifiers import _fused, reference
 
 pytest.importorskip("numba")
 
@@ -326,7 +326,6 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
     # The compiled loop has no mistake switch any more: the control with u * q <= p is the reference
     # with its accept step swapped (specviz.proof.engine_bugs.FAULTS["inclusive_coin"]).
     from specviz.proof.engine_bugs import coin_at_most
-    from specviz.verifiers import reference
 
     leq = reference.with_step(reference.verify, "inclusive_coin", accept=coin_at_most)
     assert not np.array_equal(outcome(lambda: leq(target, draft, tokens, num, uniforms=u))[1], pure[1])
@@ -337,8 +336,17 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
 
 def exact_grid_sum(row) -> float:
     row = np.asarray(row)
-    scale = row.dtype.type(2.0**48)
-    return float(np.floor(row * scale).astype(np.float64).sum() / 2.0**48)
+    scale = row.dtype.type(reference.GRID)
+    return float(np.floor(row * scale).astype(np.float64).sum() / reference.GRID)
+
+
+def test_the_engine_floors_to_the_references_grid():
+    # The grid is the reference's constant; the compiled loops (which cannot import it without a
+    # cycle while the reference imports the engine) and the NumPy draw hold the same number.
+    from specviz.verifiers import _fused_kernel, _sample
+
+    assert _sample.GRID == _fused_kernel.GRID == reference.GRID == 2.0**48
+    assert _sample.MAX_TOTAL == _fused_kernel.MAX_TOTAL == 16 * reference.GRID
 
 
 @pytest.mark.parametrize("V", [200, 512, 9000])

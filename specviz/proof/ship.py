@@ -45,13 +45,13 @@ import numpy as np
 
 from ..errors import InputError
 from ..verifiers._xp import is_torch
+from ..verifiers.reference import GRID  # each weight floored to 1 / GRID: TV(reference, target) <= V / GRID
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 BACKENDS = ("numpy", "torch")
 DEVICES = ("cpu", "cuda")
 LAYOUTS = ("padded", "flat")
 CONFIDENCE = 0.95  # the certified bound's one-sided level
-REFERENCE_GRID = 2.0**-48  # the reference floors each weight to this grid: TV(reference, target) <= V * it
 PAD_TOKEN = -1
 MAX_REPRODUCERS = 5  # mismatching rows saved per run (each .npz holds a row's (2K+1, V) tables)
 
@@ -437,7 +437,7 @@ def paired_test(
                 last_note = now
                 left = (now - t0) / done * (want - done)
                 progress(f"paired test: {done:,} of {want:,} rows, {bad:,} mismatches, about {left:.0f} s left")
-    return Paired(done, drafts, bad, certified_bound(bad, done), V * REFERENCE_GRID, V, K, spec, oracle_name(),
+    return Paired(done, drafts, bad, certified_bound(bad, done), V / GRID, V, K, spec, oracle_name(),
                   time.perf_counter() - t0, tuple(saved), error)  # fmt: skip
 
 

@@ -85,8 +85,9 @@ import numpy as np
 from .._types import Array
 from ..errors import InputError
 from . import _validate as check
+from ._sample import GRID
 from ._xp import NumpyOps, TorchOps, ops_for
-from .block import QUANT, inverse_cdf, quantize
+from .block import inverse_cdf, quantize
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Ops = NumpyOps | TorchOps
@@ -318,7 +319,7 @@ def _chain_uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tup
 
 def _mass(ops: Ops, r: Array, validate: bool) -> Array:
     """(R,) float64: the integer-summed mass of unnormalized weights r (R, V)."""
-    return ops.to_float64(quantize(ops, r, validate).sum(-1)) / QUANT
+    return ops.to_float64(quantize(ops, r, validate).sum(-1)) / GRID
 
 
 def _verify(tree: _Tree, ua: Array, us: Array, validate: bool) -> TreeVerification:
