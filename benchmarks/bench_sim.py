@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from specviz import verify  # noqa: E402
 from specviz.app import limits, speed  # noqa: E402
 from specviz.errors import InputError  # noqa: E402
-from specviz.proof import prove  # noqa: E402
+from specviz.proof import prove, scenarios  # noqa: E402
 from specviz.proof.markov import START, Drafter, MarkovChain  # noqa: E402
 from specviz.proof.simulate import Round, Simulation  # noqa: E402
 from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
@@ -229,7 +229,7 @@ def bug_clicks(names: list[str], n: int, repeat: int) -> list[list[str]]:
     rows = []
     for name in names:
         bug = BUGS[name]
-        sc = prove.HOME.get(name, ("reference",))[0]
+        sc = scenarios.HOME.get(name, ("reference",))[0]
         mine, rule = [], []
         for r in range(repeat):
             for which in ((bug, None) if r % 2 == 0 else (None, bug)):
@@ -355,7 +355,7 @@ def main() -> None:
               f"cpu {co:.2f} s (exit {rc_old}): {to / tn:.2f} x wall, {co / cn:.2f} x cpu")  # fmt: skip
         from specviz.proof.bugs import BUGS
 
-        what = f"`python -m specviz prove` ({len(prove.SCENARIOS)} scenarios, {len(BUGS)} bugs; exit {rc_new})"
+        what = f"`python -m specviz prove` ({len(scenarios.SCENARIOS)} scenarios, {len(BUGS)} bugs; exit {rc_new})"
         waits.append([what, f"{tn:.2f}", f"{cn:.2f}", f"{cn / PROVE_BOUND_S:.2f}", f"{PROVE_BOUND_S:g}",
                       f"{co / cn:.2f}x"])  # fmt: skip
 

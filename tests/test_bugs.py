@@ -10,7 +10,8 @@ from specviz.errors import InputError
 from specviz.proof.bugs import BUGS, get
 from specviz.proof.exact import verifier_law
 from specviz.proof.markov import Drafter, random_chain
-from specviz.proof.prove import SCENARIOS, plan, run_case, run_suite
+from specviz.proof.prove import plan, run_case, run_suite
+from specviz.proof.scenarios import SCENARIOS
 
 TOL = 1e-12
 

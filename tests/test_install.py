@@ -94,7 +94,7 @@ def test_console_command_runs_outside_the_repository(installed, tmp_path):
     res = run([str(installed / "specviz"), "list"], cwd=tmp_path)
     lines = res.stdout.splitlines()
     from specviz.proof.bugs import BUGS
-    from specviz.proof.prove import SCENARIOS
+    from specviz.proof.scenarios import SCENARIOS
 
     assert {ln.split()[1] for ln in lines if ln.startswith("scenario ")} == set(SCENARIOS)
     assert {ln.split()[1] for ln in lines if ln.startswith("bug ")} == set(BUGS)

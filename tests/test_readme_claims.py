@@ -14,7 +14,7 @@ import prose  # tests/ is on the path (see conftest)
 import pytest
 
 from specviz.app import limits, settings_demo, text
-from specviz.proof import court, prove
+from specviz.proof import court, scenarios
 from specviz.proof.bugs import BUGS
 from specviz.verifiers import reference
 from specviz.verifiers.processing import Settings
@@ -108,7 +108,7 @@ def test_speed_table_counts_and_the_quantization_bound():
     # (a changed catalogue means the table is stale: rerun bench_sim.py --write-doc).
     (row,) = [r for r in speed_table("bench_sim", "Where users wait") if "specviz prove" in r["click"]]
     scs, bugs, rc = re.search(r"\((\d+) scenarios, (\d+) bugs; exit (\d+)\)", row["click"]).groups()
-    assert (int(scs), int(bugs), int(rc)) == (len(prove.SCENARIOS), len(BUGS), 0)
+    assert (int(scs), int(bugs), int(rc)) == (len(scenarios.SCENARIOS), len(BUGS), 0)
     # bench_verify's constants table: the total-variation bound V * 2^-48, recomputed from the code.
     bounds = {int(r["V"]): float(r["TV bound"]) for r in speed_table("bench_verify", "The draw's constants")}
     assert 128256 in bounds and np.isclose(bounds[128256], 4.6e-10)

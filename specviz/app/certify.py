@@ -23,9 +23,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..proof.court import Problem
-from ..proof.ship import CONFIDENCE, PAD_TOKEN, certified_bound, outcome
+from ..proof.handover import outcome
+from ..proof.ship import CONFIDENCE, certified_bound
 from ..verifiers.reference import GRID
-from ..verifiers.verify import verify
+from ..verifiers.verify import PAD_TOKEN, verify
 
 ROWS = 100_000  # rows per certificate: at V = 4, K = 3 about 0.07 s of CPU for both verifiers (0.17 s at 200,000)
 BATCH = 5_000  # rows per call

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -262,18 +263,26 @@ def exact_bug_law(scenario: str, bug: str, kind: str = "chain") -> np.ndarray | 
     return law
 
 
+def clean(x: Any) -> Any:
+    """JSON-ready: NumPy scalars and arrays to Python, non-finite floats to None, recursively."""
+    if isinstance(x, Mapping):
+        return {str(k): clean(v) for k, v in x.items()}
+    if isinstance(x, tuple) and hasattr(x, "_asdict"):
+        return clean(x._asdict())
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return clean(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
 def case_record(r: CaseResult) -> dict[str, Any]:
     """Every field of a case as plain JSON-ready data: what ``prove --json`` prints and what an
     app page offers for download. Cells are keyed by their tokens ("0 2 1")."""
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, (bool, np.bool_)):
-            return bool(x)
-        if isinstance(x, (int, np.integer)):
-            return int(x)
-        if isinstance(x, (float, np.floating)):
-            return float(x) if math.isfinite(x) else None
-        return x
 
     def chi(c: Any) -> dict[str, Any]:
         return {**{k: clean(v) for k, v in c._asdict().items()}, "conclusive": c.conclusive}

@@ -55,6 +55,13 @@ class ChiSquare(NamedTuple):
     impossible: int  # samples in cells of probability 0
     passed: bool  # statistic below the critical value and no impossible sample
 
+    @classmethod
+    def empty(cls, alpha: float) -> ChiSquare:
+        """No test ran (the verifier raised): every number NaN, nothing passed."""
+        nan = float("nan")
+        return cls(statistic=nan, dof=0, p_value=nan, critical_value=nan, alpha=alpha, tv=nan, detectable_tv=nan,
+                   power=POWER, n=0, cells=0, impossible=0, passed=False)  # fmt: skip
+
     @property
     def conclusive(self) -> bool:
         """The test has the power to speak: it catches a shift of :data:`MIN_TV` with
@@ -240,6 +247,13 @@ class MeanTest(NamedTuple):
     power: float
     passed: bool  # |z| within the two-sided critical value
     conclusive: bool  # enough rounds, and ``detectable`` <= MIN_TOKENS
+
+    @classmethod
+    def empty(cls, alpha: float) -> MeanTest:
+        """No test ran (the verifier raised): every number NaN, nothing passed."""
+        nan = float("nan")
+        return cls(measured=nan, expected=nan, se=nan, z=nan, rounds=0, alpha=alpha, detectable=nan, power=POWER,
+                   passed=False, conclusive=False)  # fmt: skip
 
     @property
     def needed_rounds(self) -> int:

@@ -36,13 +36,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..verifiers.reference import GRID
-from .ship import CallSpec, Handover, Round, Tables, outcome, realistic_tables
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, outcome, realistic_tables
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines (the paired test's interval)
 GRID_POINTS = 64  # G: the first look at each indicator
 BISECT = 48  # halvings per transition: the boundary to 2^-48
 CUTS = 32  # C: cuts of the token ids at equal steps of the exact CDF
-DEFAULT_SPEC = CallSpec()
 
 
 class Step(NamedTuple):
