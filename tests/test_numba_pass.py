@@ -23,7 +23,7 @@ pytest.importorskip("numba")
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the rows the compiled passes handle; tests switch them on and off with SPECVIZ_NUMBA.
+    """Counts the rows the compiled passes handle; tests switch them on and off with SPECVIZ_BACKEND.
 
     "rows": block sums (V > 256); "accepted": rows through the accept loop; "drawn": rows
     drawn by the one-level loop (V <= 256) without handing back to NumPy.
@@ -60,11 +60,11 @@ def outcome(fn):
 
 def both(monkeypatch, spy, fn, key="rows"):
     """(NumPy passes, Numba pass) outcomes of fn, and the rows the Numba pass handled (spy[key])."""
-    monkeypatch.setenv(_fused.ENV, "0")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numpy")
     before = dict(spy)
     pure = outcome(fn)
-    assert spy == before, "SPECVIZ_NUMBA=0 must not run the compiled passes"
-    monkeypatch.setenv(_fused.ENV, "1")
+    assert spy == before, "SPECVIZ_BACKEND=numpy must not run the compiled passes"
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     fused = outcome(fn)
     return pure, fused, spy[key] - before[key]
 
@@ -183,14 +183,14 @@ def test_negative_control_a_kernel_off_by_one_token_is_caught(monkeypatch, spy):
     pure, fused, _ = both(monkeypatch, spy, fn)
     assert_same(pure, fused)
     monkeypatch.setattr(_fused, "block_sums", off_by_one)
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     assert not np.array_equal(outcome(fn)[1], pure[1])
 
 
 def test_switched_off_or_missing_numba_falls_back(monkeypatch):
-    monkeypatch.setenv(_fused.ENV, "0")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numpy")
     assert not _fused.enabled()
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     assert _fused.enabled()
     monkeypatch.setattr(_fused, "_kernels", False)  # what _loops() leaves when Numba cannot be imported
     assert not _fused.enabled()
@@ -236,7 +236,7 @@ def test_every_rule_gives_the_same_tokens_compiled_or_not(monkeypatch, spy, name
 
 
 def _fields(monkeypatch, call, env):
-    monkeypatch.setenv(_fused.ENV, env)
+    monkeypatch.setenv(_fused.BACKEND_ENV, {"0": "numpy", "1": "numba"}[env])
     res = call()
     return specviz.Verification(*[np.asarray(f) for f in res])
 
@@ -378,7 +378,7 @@ def test_rows_at_the_sum_tolerance_get_one_verdict_on_every_path(monkeypatch, V,
         seen[expect] += 1
         results = {}
         for env in ("0", "1"):
-            monkeypatch.setenv(_fused.ENV, env)
+            monkeypatch.setenv(_fused.BACKEND_ENV, {"0": "numpy", "1": "numba"}[env])
             results[f"numpy/{env}"] = outcome(lambda a=args, u=u: verify(*a, uniforms=u))
         t_args = [torch.as_tensor(a) for a in args]
         t_u = Uniforms(*(torch.as_tensor(a) for a in u))
@@ -432,7 +432,7 @@ def test_numba_cache_dir_moves_the_compiled_loops_and_the_second_process_loads_t
     )
     cache = tmp_path / "numba-cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    env.pop(_fused.ENV, None)
+    env.pop(_fused.BACKEND_ENV, None)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300, cwd=tmp_path)
     first = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
     assert any(p.name.startswith("_fused_kernel") and p.suffix == ".nbi" for p in first), sorted(first)
