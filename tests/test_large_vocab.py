@@ -27,6 +27,7 @@ import specviz
 from specviz import Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
 from specviz.verifiers import reference
+from specviz.verifiers.layout import padded_to_flat
 
 QUANT = 2**48  # documented: each weight is floored to a multiple of 2^-48 (exact Python int)
 BLOCK = 256  # tokens per block of the two-level search (specviz.verifiers._sample.BLOCK)
@@ -280,7 +281,7 @@ def test_matches_per_row_reference(V, B, K, dtype, sampled):
     want = reference.verify(target, draft, tokens, num, uniforms=u)  # the oracle of every path below
     np.testing.assert_array_equal(want.tokens, expected, err_msg="reference vs the per-row rule")
     valid = np.arange(K)[None, :] < num[:, None]
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     tt = [None if a is None else torch.as_tensor(a) for a in (target, draft, tokens, num, ua, us)]
     ft = [None if a is None else torch.as_tensor(a) for a in flat]
     runs = {

@@ -17,6 +17,7 @@ import specviz
 from specviz import InputError, Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
 from specviz.verifiers import _fused, reference
+from specviz.verifiers.layout import padded_to_flat
 
 pytest.importorskip("numba")
 
@@ -91,7 +92,7 @@ def test_same_tokens_as_the_numpy_passes(monkeypatch, spy, dtype, V, determinist
     us[:3] = [0.0, np.nextafter(1.0, 0.0), 0.5]  # the first and last tokens of a row's law
     u = Uniforms(ua, us)
     valid = np.arange(K)[None, :] < num[:, None]
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     calls = {
         "padded": lambda: verify(target, draft, tokens, num, uniforms=u),
         "padded, validate=False": lambda: verify(target, draft, tokens, num, uniforms=u, validate=False),
@@ -255,7 +256,7 @@ def test_the_lab_layouts_give_the_same_results(monkeypatch, spy, layout):
     def call():
         if layout == "flat":
             valid = np.arange(K)[None, :] < num[:, None]
-            flat = specviz.padded_to_flat(target, draft, tokens, num)
+            flat = padded_to_flat(target, draft, tokens, num)
             return verify_flat(*flat, uniforms=Uniforms(u.accept[valid], u.sample), validate=False)
         if layout == "torch":
             args = [torch.as_tensor(a) for a in (target, draft, tokens, num)]

@@ -16,9 +16,9 @@ import pytest
 import torch
 from conftest import random_batch
 
-import specviz
 import specviz.verifiers.verify as verify_mod
 from specviz import InputError, Uniforms, verify, verify_flat
+from specviz.verifiers.layout import padded_to_flat
 
 B, K, V = 12, 3, 300  # V > 256: the two-level draw
 
@@ -99,7 +99,7 @@ def test_tensors_in_every_form_the_handover_takes_give_numpys_outputs(handed, dt
 
 def test_flat_tensors_are_handed_over_too(handed):
     target, draft, tokens, num, ua, us = batch()
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     valid = np.arange(K)[None, :] < num[:, None]
     ref = verify_flat(*flat, uniforms=Uniforms(ua[valid], us))
     res = verify_flat(*(t(a) for a in flat), uniforms=Uniforms(t(ua[valid]), t(us)))
@@ -115,7 +115,7 @@ def test_a_torch_generator_draws_the_same_uniforms_as_the_torch_kernels(monkeypa
     args = [t(a) for a in (target, draft, tokens, num)]
     fn = verify
     if layout == "flat":
-        args = [t(a) for a in specviz.padded_to_flat(target, draft, tokens, num)]
+        args = [t(a) for a in padded_to_flat(target, draft, tokens, num)]
         fn = verify_flat
     res = fn(*args, rng=torch.Generator().manual_seed(5))
     assert handed == [True]
