@@ -42,6 +42,7 @@ from .exact import verifier_law
 from .markov import Drafter, MarkovChain, make_chain
 from .registry import court_rules
 from .simulate import generate
+from .theory import total_variation
 
 Verifier = Callable[..., Any]
 
@@ -165,7 +166,7 @@ def judge(
     kwargs = {} if max_evals is None else {"max_evals": int(max_evals)}
     res = verifier_law(fn, pb.target, pb.drafter, L=pb.L, num_draft=pb.num_draft, K=pb.K, **kwargs)
     want = pb.target.joint_law(pb.L)
-    tv = 0.5 * float(np.abs(res.law - want).sum())
+    tv = total_variation(res.law, want)
     counts = [pb.num_draft] if isinstance(pb.num_draft, int) else list(pb.num_draft)
     tokens = float(np.mean([res.expected_tokens[0, j] for j in counts]))  # row 0: the start context
     return Judgement(
@@ -288,7 +289,7 @@ def judge_tree(
             else:
                 pending[z] = pending.get(z, 0.0) + mass * pr
     want = target.joint_law(L)
-    tv = 0.5 * float(np.abs(law - want).sum())
+    tv = total_variation(law, want)
     tokens = float(sum(pr * len(out) for out, pr in kernels[-1].items()))
     return TreeJudgement(law, want, tv, tokens, tokens - 1.0, bool(tv <= LOSSLESS_TOL), TREE_AUDIT_POINTS)
 

@@ -272,9 +272,9 @@ def nearest_bugs(
             continue
         law = exact_bug_law(sc.name, b.name, kind)
         if law is not None:
-            if 0.5 * np.abs(law - target_law).sum() < 1e-9:
+            if theory.total_variation(law, target_law) < 1e-9:
                 continue  # the bug does not change the law in this scenario
-            out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), "exact"))
+            out.append(NearestBug(b.name, theory.total_variation(freq, law), "exact"))
             continue
         ctrl = by_bug.get(b.name) or run_case(sc, n=min(max(res.n, 1), SAMPLED_N), seed=seed, bug=b, alpha=alpha,
                                               kind=kind)  # fmt: skip
@@ -283,7 +283,7 @@ def nearest_bugs(
         if ctrl.conclusive and not ctrl.failed:
             continue  # invisible in this scenario: its law is the target's as far as N can tell
         law = ctrl.observed / max(ctrl.observed.sum(), 1.0)
-        out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), f"sampled, N = {ctrl.n:,}"))
+        out.append(NearestBug(b.name, theory.total_variation(freq, law), f"sampled, N = {ctrl.n:,}"))
         sampled.append(b.name)
     out.sort(key=lambda x: x.tv)
     notes = []

@@ -29,6 +29,7 @@ from .markov import Drafter
 from .registry import as_verify_signature
 from .scenarios import HOME, SCENARIOS, cell_tokens, scenario_chains
 from .stats import ChiSquare, MeanTest
+from .theory import total_variation
 
 TOP_CELLS = 5  # cells listed in the explanation of a failure
 
@@ -216,7 +217,7 @@ def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str 
     ``families`` of known mistakes fitted to it (:func:`diagnose_case`)."""
     sc = SCENARIOS[res.scenario]
     obs = np.asarray(res.observed, dtype=np.float64)
-    tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
+    tv = total_variation(obs / max(obs.sum(), 1), res.law.ravel())
     return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note, families,
                        families_note, by_position(res))  # fmt: skip
 
@@ -347,7 +348,7 @@ def home_tvs(bug: str) -> str:
             out.append(f"{h}: exact law unavailable")
             continue
         target = scenario_chains(sc)[0].joint_law(sc.L).ravel()
-        out.append(f"{h}: {0.5 * float(np.abs(law - target).sum()):.4f} (joint law of L = {sc.L} tokens)")
+        out.append(f"{h}: {total_variation(law, target):.4f} (joint law of L = {sc.L} tokens)")
     return "; ".join(out)
 
 
@@ -359,7 +360,7 @@ def fault_tv(name: str) -> str:
         fn = FAULTS[name].verifier
         assert fn is not None  # inclusive_coin is a faulty function (other faults may have none)
         law = verifier_law(fn, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K).law
-        tv = 0.5 * float(np.abs(law.ravel() - target.joint_law(sc.L).ravel()).sum())
+        tv = total_variation(law.ravel(), target.joint_law(sc.L).ravel())
         return (
             f"reference: {tv:.4f} (joint law of L = {sc.L} tokens, continuous uniforms; a coin of exactly 0 shows it)"
         )

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..errors import InputError, digits
+from .theory import total_variation
 
 ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
 MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this
@@ -107,7 +108,7 @@ def chi_square(
     n = int(obs.sum())
     if n == 0:
         raise InputError("observed", "at least one sample", "0")
-    tv = 0.5 * float(np.abs(obs / n - p0).sum())
+    tv = total_variation(obs / n, p0)
     impossible = int(obs[p0 == 0].sum())
     o, e = _pool(obs[p0 > 0], n * p0[p0 > 0], min_expected)
     dof = max(len(o) - 1, 0)

@@ -116,6 +116,16 @@ def fits(table: Any, other: Any = None) -> bool:
     return rows_ok(table) and (other is None or (rows_ok(other) and other.dtype == table.dtype))
 
 
+class BlockSums(NamedTuple):
+    """What :func:`block_sums` finds besides the block sums, each (R,) per row."""
+
+    p_bad: np.ndarray  # bool: an entry of p outside [+0, 1] or not finite
+    q_bad: np.ndarray  # bool: the same for q (checked only when asked)
+    p_sum: np.ndarray  # float64 float sum of p (for the sum check)
+    q_sum: np.ndarray  # float64 float sum of q
+    tokens: np.ndarray  # int64 the token drawn with the row's uniform
+
+
 def block_sums(
     P: np.ndarray,
     p_start: np.ndarray | None,
@@ -129,12 +139,12 @@ def block_sums(
     S: np.ndarray,
     checks: bool,
     u: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+) -> BlockSums | None:
     """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows (b[r], sp[r]) of the tables.
 
     ``P``/``Q``: as in :func:`accept`. Weights: p (``Q`` and ``drop`` None), max(0, p - q), or
-    p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
-    q_bad, p_sum, q_sum, tokens), each (R,): an entry of p (of q) outside [+0, 1] or not
+    p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns :class:`BlockSums`, each
+    field (R,): an entry of p (of q) outside [+0, 1] or not
     finite, the float sums of p and q (for the sum check), and
     the token drawn with uniform ``u[r]`` (the first whose running weight exceeds
     floor(u * total); meaningless for a row without mass or one the guard refuses). p_bad is
@@ -168,7 +178,7 @@ def block_sums(
     )  # fmt: skip
     if done is _FAILED:
         return None
-    return pbad, qbad, psum, qsum, tokens
+    return BlockSums(p_bad=pbad, q_bad=qbad, p_sum=psum, q_sum=qsum, tokens=tokens)
 
 
 def _base(table: np.ndarray) -> np.ndarray:

@@ -316,11 +316,10 @@ def _numba_pass(
     out = numba_pass.block_sums(P.table, P.start, Q_table, Q_start, b, sp, drop, V, bs, S, chk.q_bad is not None, u)
     if out is None:  # the compiled loop could not be loaded: the caller runs the NumPy code
         return None
-    p_bad, q_bad, p_sum, q_sum, tok = out
-    chk.p_bad = p_bad
+    chk.p_bad = out.p_bad
     if chk.q_bad is not None:
-        chk.q_bad, chk.p_sum, chk.q_sum = q_bad, p_sum, q_sum
-    return tok
+        chk.q_bad, chk.p_sum, chk.q_sum = out.q_bad, out.p_sum, out.q_sum
+    return out.tokens
 
 
 def _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:

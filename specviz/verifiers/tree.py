@@ -287,23 +287,9 @@ def _prepare(
 
 
 def _uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
-    ops, B, N = tree.ops, tree.B, tree.N
-    if uniforms is None:
-        return ops.uniforms(rng, (B, N - 1)), ops.uniforms(rng, (B,))
-    if rng is not None:
-        raise InputError("uniforms", "either rng or uniforms, not both", "both")
-    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
-        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    try:
-        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
-    check.check_shape("uniforms.accept", ua, (B, N - 1), "(B, N-1): one coin per non-root node")
-    check.check_shape("uniforms.sample", us, (B,), "(B,)")
-    if validate:
-        check.check_uniforms("uniforms.accept", ua, ops)
-        check.check_uniforms("uniforms.sample", us, ops)
-    return ua, us
+    """(B, N-1) accept and (B,) sample uniforms, drawn or checked."""
+    shape, names = (tree.B, tree.N - 1), "(B, N-1): one coin per non-root node"
+    return check.get_uniforms(tree.ops, rng, uniforms, shape, tree.B, validate, names)
 
 
 def _chain_uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:

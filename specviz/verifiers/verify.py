@@ -367,8 +367,7 @@ def _dispatch(run: Callable[..., Verification], target: Any, draft: Any, tokens:
         twin = None if choice == "torch" else _numpy_twin(target, draft, (tokens, counts), rng, uniforms)
         if twin is None:
             return run(target, draft, tokens, counts, rng, uniforms, validate, False)
-        (target, draft, tokens, counts), rng, uniforms = twin
-        return _to_torch(run(target, draft, tokens, counts, rng, uniforms, validate, _fused.compiled(choice)))
+        return _to_torch(run(*twin.args, twin.rng, twin.uniforms, validate, _fused.compiled(choice)))
     return run(target, draft, tokens, counts, rng, uniforms, validate, _fused.compiled(choice))
 
 
@@ -384,7 +383,15 @@ def _numpy_viewable(p: Any, q: Any) -> bool:
     return isinstance(q, np.ndarray) and q.dtype == (np.float32 if d is t.float32 else np.float64)
 
 
-def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> tuple[list, Any, Any] | None:
+class _Twin(NamedTuple):
+    """A torch call's inputs as the NumPy code takes them."""
+
+    args: list[Any]  # target, draft, draft tokens, counts: NumPy views (or what was not a tensor)
+    rng: Any  # TorchDraws drawing as the torch code would, or None with explicit uniforms
+    uniforms: Uniforms | None
+
+
+def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> _Twin | None:
     """Torch CPU float32/float64 inputs as NumPy views, with the rng or uniforms to pass on; else None.
 
     Torch's per-call cost (~5 us on the CPU, dozens of calls per verification, checks
@@ -412,8 +419,8 @@ def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any)
         views = [_as_numpy(a) if isinstance(a, tensor) else a for a in items]
     n = 2 + len(others)
     if uniforms is not None:
-        return views[:n], None, Uniforms(views[n], views[n + 1])
-    return views, TorchDraws(rng, target.device), None
+        return _Twin(views[:n], None, Uniforms(views[n], views[n + 1]))
+    return _Twin(views, TorchDraws(rng, target.device), None)
 
 
 def _as_numpy(a: Any) -> np.ndarray:
