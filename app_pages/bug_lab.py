@@ -169,14 +169,14 @@ m[1].metric(
 )
 m[2].metric(
     "tokens per step, measured",
-    f"{res.tokens_measured:.4f}",
-    f"± {res.tokens_se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
+    f"{res.tokens.measured:.4f}",
+    f"± {res.tokens.se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
     delta_color="off",
     delta_arrow="off",
 )
 m[3].metric(
     "tokens per step, theory",
-    f"{res.tokens_theory:.4f}",
+    f"{res.tokens.expected:.4f}",
     f"z = {tok.z:+.2f}" if tok.rounds >= stats.MIN_ROUNDS else f"needs ≥ {tok.needed_rounds:,} rounds",
     delta_color="off",
     delta_arrow="off",
@@ -226,8 +226,8 @@ if bug == "shared_uniform":
         f"In this run, tests that see it: {', '.join(seen) if seen else 'none'}; tests that miss it: "
         f"{', '.join(missed) if missed else 'none'}."
         + (
-            f" Tokens per step: measured {res.tokens_measured:.4f} against {res.tokens_theory:.4f} for a "
-            f"lossless rule ({'more' if res.tokens_measured > res.tokens_theory else 'fewer'})."
+            f" Tokens per step: measured {res.tokens.measured:.4f} against {res.tokens.expected:.4f} for a "
+            f"lossless rule ({'more' if res.tokens.measured > res.tokens.expected else 'fewer'})."
             if tokens_says != "inconclusive"
             else ""
         )

@@ -445,7 +445,7 @@ def outcome(res, check: str) -> bool:
     if check == "positions":
         return all(t.passed for t in res.positions)
     if check == "tokens":
-        return bool(res.tokens_passed)
+        return bool(res.tokens.passed)
     return bool(getattr(res, check).passed)
 
 
@@ -471,12 +471,12 @@ def test_caught_by_names_the_checks_that_fail(control, name):
         for check in named:
             assert not outcome(res, check), (scenario, check, "named in caught_by but passed")
         if "(more than theory)" in text:
-            assert res.tokens_measured > res.tokens_theory
+            assert res.tokens.measured > res.tokens.expected
         if "a first-token-only test passes" in text:
             assert outcome(res, "first_token"), res.first_token
         if "every distribution test passes" in text:
             assert all(outcome(res, c) for c in ("first_token", "positions", "joint"))
-            assert res.tokens_measured < res.tokens_theory
+            assert res.tokens.measured < res.tokens.expected
     if "exact law of one position" in text:
         p, q = (
             (P_REF, Q_REF)

@@ -149,27 +149,6 @@ class CaseResult(NamedTuple):
             return "inconclusive"
         return "missed" if self.is_bug else "pass"
 
-    # The tokens test under its former names.
-    @property
-    def tokens_measured(self) -> float:
-        return self.tokens.measured
-
-    @property
-    def tokens_theory(self) -> float:
-        return self.tokens.expected
-
-    @property
-    def tokens_se(self) -> float:
-        return self.tokens.se
-
-    @property
-    def tokens_z(self) -> float:
-        return self.tokens.z
-
-    @property
-    def tokens_passed(self) -> bool:
-        return self.tokens.passed
-
 
 class SuiteResult(NamedTuple):
     results: list[CaseResult]
