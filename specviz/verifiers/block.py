@@ -286,7 +286,7 @@ def prepare(
         if Q is not None:
             check.check_prob_rows("draft_probs", Q if full else Q[valid], ops)
     xs = ops.where(valid, x, 0)  # (B, K)
-    return Batch(ops, T, Q, xs, j, valid, B, K, V)
+    return Batch(ops=ops, target=T, draft=Q, tokens=xs, num_draft=j, valid=valid, B=B, K=K, V=V)
 
 
 def get_uniforms(batch: Batch, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:

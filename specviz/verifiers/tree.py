@@ -283,7 +283,7 @@ def _prepare(
         check.check_prob_rows("target_probs", T[live], ops)  # (rows read, V)
         if Q is not None:
             check.check_prob_rows("draft_probs", Q[has_child], ops)
-    return _Tree(ops, T, Q, tok, par, live, has_child, B, N, V)
+    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, live=live, has_child=has_child, B=B, N=N, V=V)
 
 
 def _uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
