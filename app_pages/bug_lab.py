@@ -8,7 +8,7 @@ import streamlit as st
 from specviz import InputError
 from specviz.app import bug_lab as bl
 from specviz.app import figures, flow, limits, links, presenter, results, serving
-from specviz.proof import engine_bugs, prove, stats
+from specviz.proof import engine_bugs, prove, scenarios, stats
 from specviz.proof.bugs import BUGS
 
 S = "buglab."
@@ -16,7 +16,7 @@ NONE, PREDICTIONS, PREDICT_WORDS = bl.NONE, bl.PREDICTIONS, bl.PREDICT_WORDS
 PARAMS = [
     links.choice_param("predict", "none", ["none", *PREDICT_WORDS]),
     links.choice_param("bug", NONE, [NONE, *BUGS]),
-    links.choice_param("scenario", "reference", list(prove.SCENARIOS)),
+    links.choice_param("scenario", "reference", list(scenarios.SCENARIOS)),
     links.int_param("n", 100_000, 1, 10**12),
     links.int_param("seed", 0, 0, 2**32 - 1),
 ]
@@ -67,8 +67,8 @@ with left:
         with st.expander("Why it breaks and what catches it (open after you predict)"):
             st.markdown(BUGS[bug].explanation)
             st.caption(f"Caught by: {BUGS[bug].caught_by}.")
-    scenario = st.selectbox("Scenario", list(prove.SCENARIOS), key=S + "scenario")
-    sc = prove.SCENARIOS[scenario]
+    scenario = st.selectbox("Scenario", list(scenarios.SCENARIOS), key=S + "scenario")
+    sc = scenarios.SCENARIOS[scenario]
     st.caption(f"**{sc.title}.** {sc.description} V = {sc.V}, L = {sc.L}, K = {sc.K}.")
     if scenario != bl.home_scenario(bug):
         st.caption(f"This bug's home scenario is '{bl.home_scenario(bug)}'.")
@@ -149,14 +149,14 @@ m[1].metric(
 )
 m[2].metric(
     "tokens per step, measured",
-    f"{res.tokens_measured:.4f}",
-    f"± {res.tokens_se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
+    f"{res.tokens.measured:.4f}",
+    f"± {res.tokens.se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
     delta_color="off",
     delta_arrow="off",
 )
 m[3].metric(
     "tokens per step, theory",
-    f"{res.tokens_theory:.4f}",
+    f"{res.tokens.expected:.4f}",
     f"z = {tok.z:+.2f}" if tok.rounds >= stats.MIN_ROUNDS else f"needs ≥ {tok.needed_rounds:,} rounds",
     delta_color="off",
     delta_arrow="off",

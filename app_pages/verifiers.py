@@ -7,7 +7,7 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import certify, figures, lesson_figures, limits, links, position, presenter, results, tree_shapes
-from specviz.proof import block_trace, court, prove, registry, stats
+from specviz.proof import block_trace, court, registry, scenarios, stats
 from specviz.verifiers import tree
 
 S = "verifiers."
@@ -32,7 +32,7 @@ TREE_ROWS = 10_000  # measured trees per rule: 85 nodes at k = 3, K = 3 take a f
 SOURCE_LABELS = {
     TOY: "toy example",  # the block paper's p = (1/3, 2/3), q = (2/3, 1/3), K = 2: said under the box
     PQ: "Your own p and q (the same at every position)",
-    **{name: f"Scenario: {prove.SCENARIOS[name].title}" for name in SCENARIOS},
+    **{name: f"Scenario: {scenarios.SCENARIOS[name].title}" for name in SCENARIOS},
 }
 
 

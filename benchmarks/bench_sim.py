@@ -46,10 +46,10 @@ sys.path.insert(0, str(ROOT))
 from specviz import verify  # noqa: E402
 from specviz.app import limits, speed  # noqa: E402
 from specviz.errors import InputError  # noqa: E402
-from specviz.proof import prove  # noqa: E402
+from specviz.proof import prove, scenarios  # noqa: E402
 from specviz.proof.markov import START, Drafter, MarkovChain  # noqa: E402
 from specviz.proof.simulate import Round, Simulation  # noqa: E402
-from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
+from specviz.verifiers._fused import BACKEND_ENV  # noqa: E402
 from specviz.verifiers._fused import enabled as numba_enabled  # noqa: E402
 from specviz.verifiers.verify import verify_greedy  # noqa: E402
 
@@ -229,7 +229,7 @@ def bug_clicks(names: list[str], n: int, repeat: int) -> list[list[str]]:
     rows = []
     for name in names:
         bug = BUGS[name]
-        sc = prove.HOME.get(name, ("reference",))[0]
+        sc = scenarios.HOME.get(name, ("reference",))[0]
         mine, rule = [], []
         for r in range(repeat):
             for which in ((bug, None) if r % 2 == 0 else (None, bug)):
@@ -297,7 +297,7 @@ def main() -> None:
     waits: list[list[str]] = []  # where users wait: one row per click
     wait_header = ["click", "wall s", "cpu s", "cpu / bound", "bound s", "before / now (cpu)"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"compiled loops (Numba): {'on' if numba_enabled() else 'off (not installed or ' + NUMBA_ENV + '=0)'}")
+    print(f"compiled loops (Numba): {'on' if numba_enabled() else 'off (not installed or ' + BACKEND_ENV + '=numpy)'}")
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
           "(ratios to the legacy run hold under load; ratios to the bounds do not)")  # fmt: skip
     print(f"Bug-lab click: prove.run_case(scenario, n = {args.n:,}); median of {args.repeat}, old and new interleaved")
@@ -328,23 +328,24 @@ def main() -> None:
 
     n_tok = limits.MAX_TOKENS_N
     runs, pure = [], []
-    for _ in range(args.repeat):  # interleaved: the compiled loops, then NumPy's passes (SPECVIZ_NUMBA=0)
+    for _ in range(args.repeat):  # interleaved: the compiled loops, then NumPy's passes (SPECVIZ_BACKEND=numpy)
         runs.append(tokens_step(n_tok))
-        os.environ[NUMBA_ENV] = "0"
+        os.environ[BACKEND_ENV] = "numpy"
         try:
             pure.append(tokens_step(n_tok))
         finally:
-            os.environ.pop(NUMBA_ENV, None)
+            os.environ.pop(BACKEND_ENV, None)
     t, c = median([r[0] for r in runs]), median([r[1] for r in runs])
     tp, cp = median([r[0] for r in pure]), median([r[1] for r in pure])
     print(f"\nTokens-page step: speed.measure_tokens x 2 (bonus, no bonus), {n_tok:,} rows x {len(TOKENS_K)} K values: "
           f"wall {t:.3f} s = {t / TOKENS_BOUND_S:.2f} x, cpu {c:.3f} s = {c / TOKENS_BOUND_S:.2f} x the 1 s bound "
           "(verifier calls and position.draw_iid; the simulation module is not on this path)")  # fmt: skip
-    print(f"  with NumPy's passes only ({NUMBA_ENV}=0): wall {tp:.3f} s = {tp / TOKENS_BOUND_S:.2f} x, cpu {cp:.3f} s; "
+    print(f"  with NumPy's passes only ({BACKEND_ENV}=numpy): wall {tp:.3f} s = {tp / TOKENS_BOUND_S:.2f} x, "
+          f"cpu {cp:.3f} s; "
           f"compiled loops {cp / c:.2f} x faster in cpu")  # fmt: skip
     tok = f"Tokens per step, one slider step at its cap ({n_tok:,} rows x {len(TOKENS_K)} K, twice)"
     waits.append([tok, f"{t:.3f}", f"{c:.3f}", f"{c / TOKENS_BOUND_S:.2f}", f"{TOKENS_BOUND_S:g}", f"{cp / c:.2f}x"])
-    waits.append([f"the same with NumPy's passes only ({NUMBA_ENV}=0)", f"{tp:.3f}", f"{cp:.3f}",
+    waits.append([f"the same with NumPy's passes only ({BACKEND_ENV}=numpy)", f"{tp:.3f}", f"{cp:.3f}",
                   f"{cp / TOKENS_BOUND_S:.2f}", f"{TOKENS_BOUND_S:g}", ""])  # fmt: skip
 
     if not args.no_prove:
@@ -355,7 +356,7 @@ def main() -> None:
               f"cpu {co:.2f} s (exit {rc_old}): {to / tn:.2f} x wall, {co / cn:.2f} x cpu")  # fmt: skip
         from specviz.proof.bugs import BUGS
 
-        what = f"`python -m specviz prove` ({len(prove.SCENARIOS)} scenarios, {len(BUGS)} bugs; exit {rc_new})"
+        what = f"`python -m specviz prove` ({len(scenarios.SCENARIOS)} scenarios, {len(BUGS)} bugs; exit {rc_new})"
         waits.append([what, f"{tn:.2f}", f"{cn:.2f}", f"{cn / PROVE_BOUND_S:.2f}", f"{PROVE_BOUND_S:g}",
                       f"{co / cn:.2f}x"])  # fmt: skip
 

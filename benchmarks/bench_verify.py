@@ -20,9 +20,9 @@ ratios to the bound, validate=True over validate=False, torch over NumPy (the ra
 medians, and the interquartile range of the per-repeat ratios: both calls in one repeat share
 the machine's load), and for torch the hand-over (``numpy()`` on the inputs, ``from_numpy`` on
 the outputs: a fixed cost) as a share of the NumPy call, and torch over NumPy without it.
-numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_NUMBA=0); kernels/N is torch
-CPU tensors on torch's own kernels (the code CUDA runs) instead of the NumPy code. Before anything
-is timed, NumPy and torch (both ways) must return identical tokens on the inputs.
+numpy-pure is NumPy with the compiled loops switched off (SPECVIZ_BACKEND=numpy); kernels/N is
+torch CPU tensors on torch's own kernels (SPECVIZ_BACKEND=torch, the code CUDA runs) instead of
+the NumPy code. Before anything is timed, NumPy and torch (both ways) must return identical tokens on the inputs.
 
 On CUDA (``--device cuda``) the entries are torch-cuda verify and a torch-cuda read pass;
 the output adds the achieved bandwidth (must-read bytes / time) as a fraction of the device's
@@ -49,9 +49,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import specviz.verifiers._sample as sample_mod  # noqa: E402
+import specviz.verifiers.reference as reference  # noqa: E402
 import specviz.verifiers.verify as verify_mod  # noqa: E402
 from specviz import Uniforms, verify  # noqa: E402
-from specviz.verifiers._fused import ENV as NUMBA_ENV  # noqa: E402
+from specviz.verifiers._fused import BACKEND_ENV  # noqa: E402
 from specviz.verifiers._fused import enabled as numba_enabled  # noqa: E402
 
 K = 4
@@ -94,7 +95,7 @@ def evict() -> None:
 
 
 def with_env(name: str, value: str, fn):
-    """Run fn with environment variable ``name`` set to ``value`` (specviz reads both switches per call)."""
+    """Run fn with environment variable ``name`` set to ``value`` (specviz reads its switch once per call)."""
     os.environ[name] = value
     try:
         return fn()
@@ -104,7 +105,7 @@ def with_env(name: str, value: str, fn):
 
 def pure(fn):
     """Run fn with the compiled loops of specviz.verifiers._fused switched off (the NumPy code)."""
-    return with_env(NUMBA_ENV, "0", fn)
+    return with_env(BACKEND_ENV, "numpy", fn)
 
 
 def numba_first_call() -> str:
@@ -129,12 +130,7 @@ def numba_first_call() -> str:
 
 def torch_kernels(fn):
     """Run fn with torch CPU tensors on torch's own kernels (the code CUDA runs), not the NumPy code."""
-    real = sample_mod._numpy_viewable
-    sample_mod._numpy_viewable = lambda p, q: False
-    try:
-        return fn()
-    finally:
-        sample_mod._numpy_viewable = real
+    return with_env(BACKEND_ENV, "torch", fn)
 
 
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (CPU seconds of this process)
@@ -354,7 +350,7 @@ def main() -> None:
 
         first = numba_first_call()
         print(f"numpy: the hot loops run compiled (numba {numba.__version__}; "
-              f"{first}); numpy-pure: {NUMBA_ENV}=0, the NumPy code only")  # fmt: skip
+              f"{first}); numpy-pure: {BACKEND_ENV}=numpy, the NumPy code only")  # fmt: skip
         doc.note(f"compiled loops (Numba) on: the {first}")
     else:
         print("numpy: Numba is not installed (or switched off): the NumPy passes")
@@ -376,11 +372,11 @@ def write_doc(doc: speed_doc.Section, args, figs: Figures) -> None:
               "in the same run", summary, figs.summary)  # fmt: skip
     doc.table("Every entry: cold and warm medians over the read bound, validate=True over False, over NumPy "
               "(and the interquartile range of the per-repeat ratios), torch's hand-over", ENTRIES, figs.entries)
-    step = 1 / sample_mod.GRID
+    step = 1 / reference.GRID
     Vs = sorted({int(r[0].split(", ")[1]) for r in figs.summary})
     doc.table("The draw's constants (specviz.verifiers._sample) and the quantization bound V x grid step in "
               "total variation", ["V", "grid step", "sum margin", "block", "TV bound"],
-              [[str(V), f"2^-{int(np.log2(sample_mod.GRID))}", f"{sample_mod.SUM_MARGIN:g}", str(sample_mod.BLOCK),
+              [[str(V), f"2^-{int(np.log2(reference.GRID))}", f"{sample_mod.SUM_MARGIN:g}", str(sample_mod.BLOCK),
                 f"{V * step:.1e}"] for V in Vs])  # fmt: skip
     doc.write()
 

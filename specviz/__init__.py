@@ -1,12 +1,14 @@
-"""specviz: an interactive lab for lossless speculative sampling."""
+"""specviz: an interactive lab for lossless speculative sampling.
+
+The verifier and its types. The other rules (block, tree, sample-and-match, the lossy rules kept
+for comparison) and the layout helpers are imported from their modules:
+``specviz.verifiers.block``, ``.tree``, ``.sample_match``, ``.lossy``, ``.layout``.
+"""
+
+from typing import Any
 
 from .errors import InputError
-from .verifiers.block import BlockThresholds, block_thresholds, verify_block, verify_block_lossy
-from .verifiers.layout import FlatBatch, PaddedBatch, flat_to_padded, padded_to_flat
-from .verifiers.lossy import verify_lenient, verify_ratio_threshold, verify_typical
 from .verifiers.processing import Settings, process_logits
-from .verifiers.sample_match import verify_sample_match
-from .verifiers.tree import TreeVerification, verify_tree, verify_tree_chain
 from .verifiers.verify import PAD_TOKEN, Uniforms, Verification, verify, verify_flat, verify_greedy
 
 
@@ -28,31 +30,22 @@ def _version() -> str:
         return "0+unknown"
 
 
-__version__ = _version()
+def __getattr__(name: str) -> Any:
+    """``specviz.__version__``, read when asked for: ``import specviz`` reads no file."""
+    if name == "__version__":
+        globals()["__version__"] = version = _version()
+        return version
+    raise AttributeError(f"module 'specviz' has no attribute {name!r}")
+
 
 __all__ = [
     "PAD_TOKEN",
-    "BlockThresholds",
-    "FlatBatch",
     "InputError",
-    "PaddedBatch",
     "Settings",
-    "TreeVerification",
     "Uniforms",
     "Verification",
-    "block_thresholds",
-    "flat_to_padded",
-    "padded_to_flat",
     "process_logits",
     "verify",
-    "verify_block",
-    "verify_block_lossy",
     "verify_flat",
     "verify_greedy",
-    "verify_lenient",
-    "verify_ratio_threshold",
-    "verify_sample_match",
-    "verify_tree",
-    "verify_tree_chain",
-    "verify_typical",
 ]

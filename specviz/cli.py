@@ -61,7 +61,7 @@ from .proof.scenarios import HOME, SCENARIOS
 if TYPE_CHECKING:
     from .proof.report import CaseResult, SuiteResult
 
-# The statistics (specviz.proof.stats, report, prove, shipped) import SciPy: about 2 s of CPU.
+# The statistics (specviz.proof.stats, report, prove, ship) import SciPy: about 2 s of CPU.
 # ``list`` needs none of it, so those modules are imported where ``prove`` uses them.
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -160,7 +160,7 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
                     "target's law, by enumeration (a few seconds)")  # fmt: skip
     if not prove:
         return ap
-    from .proof import shipped
+    from .proof import ship
     from .proof.harness import DEFAULT_TIMEOUT
     from .proof.prove import DEFAULT_N
     from .proof.stats import ALPHA
@@ -177,7 +177,7 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--matrix", action="store_true", help="run every bug in every scenario")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    shipped.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
+    ship.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
     return ap
 
 
@@ -312,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         _list(tv=args.tv)
         return EXIT_OK
-    from .proof import shipped
+    from .proof import probes as fault_probes
+    from .proof import ship
     from .proof.prove import run_suite
     from .proof.report import controls_line, exact_record, summary_line
 
@@ -332,8 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.shipped)
-        return shipped.run_cli(args, load_verifier)
+    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.ship)
+        return ship.run_cli(args, load_verifier)
     try:
         if args.kind not in KINDS:
             raise InputError("--kind", "one of " + ", ".join(KINDS), repr(args.kind))
@@ -347,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
     if "torch" in sys.modules:  # a torch verifier: one thread unless --threads says otherwise, and say so
-        note = shipped.set_torch_threads(args.threads)
+        note = ship.set_torch_threads(args.threads)
         if not args.quiet:
             print(note, file=sys.stderr)
     t0 = time.perf_counter()
@@ -362,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - t0
     with _stdout_to_stderr(args.json):
         # The fault probes call the verifier directly: only one that came through the suite (no hang, no exit).
-        probes = shipped.plain_probes(verifier) if args.kind == "chain" and not suite.failures else []
+        probes = fault_probes.run_probes(verifier) if args.kind == "chain" and not suite.failures else []
     if args.json:
         out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
                "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,
@@ -371,13 +372,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                "alpha": args.alpha, "seconds": round(elapsed, 2), "kind": args.kind,
                "exact": [exact_record(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
-        out["probes"] = shipped.probe_records(probes)
+        out["probes"] = fault_probes.probe_records(probes)
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(suite, args, vname, elapsed)
         if probes:
             print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")
-            print("\n".join("  " + line for line in shipped.probe_lines(probes)))
+            print("\n".join("  " + line for line in fault_probes.probe_lines(probes)))
             if any(p.failed for p in probes):
                 print("NOT OK: fault probes failed: " + ", ".join(p.name for p in probes if p.failed))
     if any(p.failed for p in probes):

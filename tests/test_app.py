@@ -388,7 +388,7 @@ def test_bug_lab_shared_uniform_lesson_says_what_each_test_sees():
     """Issue 8: the lesson said only the joint test sees it while tokens per step failed at z = +50."""
     at = run_bug_lab(open_page("app_pages/bug_lab.py"), "shared_uniform")
     res = prove.run_case("reference", n=100_000, seed=0, bug=BUGS["shared_uniform"])
-    assert res.first_token.passed and not res.joint.passed and not res.tokens_passed  # what the run shows
+    assert res.first_token.passed and not res.joint.passed and not res.tokens.passed  # what the run shows
     assert metric(at, "tokens per step") == "fail"
     lesson = texts(at.markdown)
     seen = lesson.split("tests that see it: ")[1].split(";")[0]
@@ -396,8 +396,8 @@ def test_bug_lab_shared_uniform_lesson_says_what_each_test_sees():
     assert "tests that miss it: first token only" in lesson
     # the page's sentence "raises the tokens per step": one shared coin u accepts the first i drafts with
     # probability E[min_j r_j] >= E[prod_j r_j], the lossless chance; the run agrees
-    assert res.tokens_measured > res.tokens_theory
-    assert f"measured {res.tokens_measured:.4f} against {res.tokens_theory:.4f} for a lossless rule (more)" in lesson
+    assert res.tokens.measured > res.tokens.expected
+    assert f"measured {res.tokens.measured:.4f} against {res.tokens.expected:.4f} for a lossless rule (more)" in lesson
     for t, c in enumerate(res.positions[1:], start=1):
         assert metric(at, f"token {t + 1} on its own") == ("fail" if not c.passed else "pass")
 

@@ -100,16 +100,16 @@ def test_loops_note_says_which_code_ran(monkeypatch):
     calls = []
     real = _fused.block_sums
     monkeypatch.setattr(_fused, "block_sums", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "auto")
     assert "ran compiled (Numba" in batch_demo.loops_note()
     verify(p, q, x, n, rng=np.random.default_rng(1))
     assert calls  # what the note says ran, ran
-    monkeypatch.setenv(_fused.ENV, "0")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numpy")
     calls.clear()
-    assert "NumPy's code only (SPECVIZ_NUMBA=0)" in batch_demo.loops_note()
+    assert "NumPy's code only (SPECVIZ_BACKEND=numpy)" in batch_demo.loops_note()
     verify(p, q, x, n, rng=np.random.default_rng(1))
     assert not calls
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "auto")
     monkeypatch.setattr(_fused, "_kernels", False)  # Numba missing
     assert "Numba is not installed" in batch_demo.loops_note()
 
@@ -117,7 +117,7 @@ def test_loops_note_says_which_code_ran(monkeypatch):
 def test_loops_note_says_why_the_compiled_loops_did_not_run(monkeypatch):
     from specviz.verifiers import _fused
 
-    monkeypatch.delenv(_fused.ENV, raising=False)
+    monkeypatch.delenv(_fused.BACKEND_ENV, raising=False)
     monkeypatch.setattr(_fused, "_kernels", False)
     trouble = "specviz: the compiled loop accept could not be loaded or compiled: EOFError: Ran out of input."
     monkeypatch.setattr(_fused, "_note", trouble)  # what _fused._call warned

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specviz import InputError
-from specviz.proof import court, prove
+from specviz.proof import court, scenarios
 from specviz.proof.block_trace import (
     MISTAKES,
     block_expected_tokens,
@@ -61,8 +61,8 @@ def test_unknown_mistake_is_named():
 
 @pytest.mark.parametrize("scenario", ["reference", "deterministic", "zeros", "ragged"])
 def test_expected_tokens_equal_the_courts_enumeration(scenario):
-    sc = prove.SCENARIOS[scenario]
-    target, draft = prove.scenario_chains(sc)
+    sc = scenarios.SCENARIOS[scenario]
+    target, draft = scenarios.scenario_chains(sc)
     got = block_expected_tokens(target, Drafter(draft, sc.drafter_mode), sc.K)
     want = court.judge("block", scenario).expected_table
     met = ~np.isnan(want)

@@ -10,7 +10,8 @@ from specviz.errors import InputError
 from specviz.proof.bugs import BUGS, get
 from specviz.proof.exact import verifier_law
 from specviz.proof.markov import Drafter, random_chain
-from specviz.proof.prove import SCENARIOS, plan, run_case, run_suite
+from specviz.proof.prove import plan, run_case, run_suite
+from specviz.proof.scenarios import SCENARIOS
 
 TOL = 1e-12
 
@@ -68,7 +69,7 @@ def test_suite_catches_every_bug(suite, name):
         assert any(not r.joint.passed for r in mine)
     else:  # no_bonus: every distribution test passes, tokens per step does not
         assert all(r.joint.passed for r in mine)
-        assert all(not r.tokens_passed and r.tokens_measured < r.tokens_theory for r in mine)
+        assert all(not r.tokens.passed and r.tokens.measured < r.tokens.expected for r in mine)
     assert suite.ok
 
 
@@ -82,9 +83,9 @@ def test_shared_uniform_passes_first_token_test_and_fails_joint():
 
 def test_textbook_no_bonus_tokens_per_step():
     res = run_case("textbook", bug=BUGS["no_bonus"], n=100_000, seed=2)
-    assert abs(res.tokens_measured - 2.19) < 4 * res.tokens_se
+    assert abs(res.tokens.measured - 2.19) < 4 * res.tokens.se
     ok = run_case("textbook", n=100_000, seed=2)
-    assert abs(ok.tokens_measured - 2.533) < 4 * ok.tokens_se
+    assert abs(ok.tokens.measured - 2.533) < 4 * ok.tokens.se
 
 
 def test_unknown_bug_name():

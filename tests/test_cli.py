@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specviz.cli import main
-from specviz.proof import prove as prove_mod
+from specviz.proof import scenarios
 from specviz.proof.bugs import BUGS
-from specviz.proof.prove import SCENARIOS
+from specviz.proof.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.heavy  # prove runs through the CLI: left out of the quick subset
 
@@ -73,7 +73,7 @@ def test_user_verifier_correct_passes_with_negative_controls_beside_it():
     assert "tests.user_verifiers:correct" in r.stdout
     # The bugs ran on these very scenarios, and the output says which ran and what they showed.
     shown = [
-        b for b in BUGS.values() if any(prove_mod.can_show(b, prove_mod.SCENARIOS[s]) for s in ("reference", "zeros"))
+        b for b in BUGS.values() if any(scenarios.can_show(b, scenarios.SCENARIOS[s]) for s in ("reference", "zeros"))
     ]
     assert f"Negative controls: {len(shown)} of {len(shown)} bugs run on these scenarios were caught" in flat(r.stdout)
     # wrong_bonus_row needs ragged rows and bonus_row_before L > K: neither was chosen.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from specviz import cli
-from specviz.proof import prove
+from specviz.proof import controls, prove
 
 pytestmark = pytest.mark.heavy  # prove runs through the CLI: left out of the quick subset
 
@@ -25,7 +25,7 @@ def test_block_kind_passes_verify_block_and_catches_its_controls(capsys):
     rc = cli.main(["prove", "--kind", "block", "--verifier", "specviz.verifiers.block:verify_block", *FAST])
     out = capsys.readouterr().out
     assert rc == cli.EXIT_OK, out
-    n = len(prove.kind_controls("block"))
+    n = len(controls.kind_controls("block"))
     assert n == 3 and f"{n} of {n} bugs run on these scenarios were caught" in flat(out)
     assert "Exact court (block)" in out
     court_rows = [line for line in out.splitlines() if line.startswith("reference ") and "caught" in line]
@@ -61,7 +61,7 @@ def test_tree_kind_runs_trees_through_the_court(capsys):
 
 
 def test_tree_kind_fails_a_tree_mistake_given_as_the_verifier(capsys):
-    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.proof.prove:_tree_resample_from_p",
+    rc = cli.main(["prove", "--kind", "tree", "--verifier", "specviz.proof.controls:_tree_resample_from_p",
                    "--bugs", "none", *FAST])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == cli.EXIT_FAIL and "is lossy by the exact court on tree [-1, 0, 0] sample L=2" in flat(out)

@@ -17,7 +17,7 @@ from scipy import stats as sps
 
 from specviz.app.settings_demo import settings_report
 from specviz.errors import InputError
-from specviz.proof import engine_bugs, prove, report, theory
+from specviz.proof import engine_bugs, prove, report, scenarios, theory
 from specviz.proof.bugs import BUGS
 from specviz.proof.engine_bugs import FAULTS, verify_seeded, verify_seeded_first_request
 from specviz.proof.exact import breakpoints, verifier_law
@@ -30,8 +30,8 @@ TOL = 1e-12
 
 
 def home_tv(name: str, scenario: str) -> float:
-    sc = prove.SCENARIOS[scenario]
-    target, draft = prove.scenario_chains(sc)
+    sc = scenarios.SCENARIOS[scenario]
+    target, draft = scenarios.scenario_chains(sc)
     res = verifier_law(BUGS[name].verifier, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K)
     assert res.unresolved < TOL
     return 0.5 * float(np.abs(res.law - target.joint_law(sc.L)).sum())
@@ -39,7 +39,7 @@ def home_tv(name: str, scenario: str) -> float:
 
 @pytest.mark.parametrize("name", NEW)
 def test_exact_law_at_home_differs_by_the_printed_tv(name):
-    (home,) = prove.HOME[name]
+    (home,) = scenarios.HOME[name]
     tv = home_tv(name, home)
     assert tv > 0.05, tv  # well above what prove's joint test needs to see (stats.MIN_TV)
     printed = report.home_tvs(name)  # what `specviz list` prints
@@ -55,7 +55,7 @@ def control():
 
 @pytest.mark.parametrize("name", NEW)
 def test_prove_catches_each_at_home_and_the_correct_verifier_passes(control, name):
-    for home in prove.HOME[name]:
+    for home in scenarios.HOME[name]:
         res = prove.run_case(home, bug=BUGS[name], n=100_000, seed=7)
         assert res.verdict == "caught" and not res.joint.passed, (home, res.joint)
 
@@ -137,8 +137,8 @@ def test_inclusive_coin_accepts_a_banned_token_on_a_zero_coin(kind):
 
 
 def test_inclusive_coin_law_is_exact_with_continuous_uniforms():
-    sc = prove.SCENARIOS["zeros"]  # zeros in both supports: drafts with p(x) = 0 are proposed
-    target, draft = prove.scenario_chains(sc)
+    sc = scenarios.SCENARIOS["zeros"]  # zeros in both supports: drafts with p(x) = 0 are proposed
+    target, draft = scenarios.scenario_chains(sc)
     res = verifier_law(FAULTS["inclusive_coin"].verifier, target, Drafter(draft), L=sc.L, num_draft=sc.K)
     assert res.unresolved < TOL
     assert np.abs(res.law - target.joint_law(sc.L)).max() < TOL
@@ -314,8 +314,8 @@ def test_the_real_shared_stream_end_to_end_follows_the_wrappers_exact_law():
     from specviz.proof.markov import START
     from specviz.proof.simulate import build_round
 
-    sc = prove.SCENARIOS["reference"]
-    target, dchain = prove.scenario_chains(sc)
+    sc = scenarios.SCENARIOS["reference"]
+    target, dchain = scenarios.scenario_chains(sc)
     icdf = dchain.inverse_cdf()
     n, L, K = 60_000, sc.L, sc.K
     rng = np.random.default_rng(11)
@@ -340,7 +340,7 @@ def test_the_real_shared_stream_end_to_end_follows_the_wrappers_exact_law():
         length[active] += num
         active = active[length[active] < L]
     observed = stats.counts(out[:, :L], sc.V, L)
-    law = prove.exact_bug_law("reference", "shared_noise_stream")
+    law = report.exact_bug_law("reference", "shared_noise_stream")
     fit = stats.chi_square(observed, law, alpha=stats.ALPHA)
     assert fit.passed, fit
     control = stats.chi_square(observed, target.joint_law(L).ravel(), alpha=stats.ALPHA)

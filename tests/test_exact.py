@@ -15,7 +15,7 @@ from specviz import InputError, Uniforms, verify
 from specviz.proof.bugs import BUGS
 from specviz.proof.exact import ExactLaw, breakpoints, verifier_law
 from specviz.proof.markov import Drafter, make_chain, random_chain
-from specviz.proof.prove import HOME, SCENARIOS, scenario_chains
+from specviz.proof.scenarios import HOME, SCENARIOS, scenario_chains
 from specviz.proof.simulate import generate
 from specviz.proof.stats import joint_test
 from specviz.proof.theory import chain_expected_tokens

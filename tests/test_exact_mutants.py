@@ -16,7 +16,7 @@ from scipy.stats import norm
 
 from specviz.proof.exact import verifier_law
 from specviz.proof.markov import Drafter
-from specviz.proof.prove import SCENARIOS, scenario_chains
+from specviz.proof.scenarios import SCENARIOS, scenario_chains
 from specviz.proof.simulate import generate
 from specviz.proof.stats import joint_test
 from tests import user_verifiers as uv

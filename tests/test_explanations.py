@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from specviz.app import flow, position
-from specviz.proof import prove, theory
+from specviz.proof import prove, scenarios, theory
 from specviz.proof.bugs import BUGS
 from specviz.proof.exact import verifier_law
 from specviz.proof.markov import Drafter, make_chain
@@ -146,7 +146,7 @@ def test_reference_example_figures_by_enumeration():
 def test_the_reference_example_is_the_same_everywhere():
     assert tuple(position.REFERENCE_P) == theory.REFERENCE_P
     assert position.preset("textbook") == (list(theory.REFERENCE_P), list(theory.REFERENCE_Q))
-    assert tuple(prove.REFERENCE_P) == theory.REFERENCE_P
+    assert tuple(scenarios.REFERENCE_P) == theory.REFERENCE_P
 
 
 def test_design_document_states_the_computed_figures():
@@ -445,15 +445,15 @@ def outcome(res, check: str) -> bool:
     if check == "positions":
         return all(t.passed for t in res.positions)
     if check == "tokens":
-        return bool(res.tokens_passed)
+        return bool(res.tokens.passed)
     return bool(getattr(res, check).passed)
 
 
 @pytest.fixture(scope="module")
 def control():
     """The correct verifier on every scenario a bug is judged in, same N and seed: everything passes."""
-    scenarios = {s for b in BUGS for s in prove.HOME.get(b, ("reference",))}
-    out = {s: prove.run_case(s, n=N_CAUGHT, seed=SEED_CAUGHT) for s in scenarios}
+    homes = {s for b in BUGS for s in scenarios.HOME.get(b, ("reference",))}
+    out = {s: prove.run_case(s, n=N_CAUGHT, seed=SEED_CAUGHT) for s in homes}
     for s, res in out.items():
         for check in ("first_token", "positions", "joint", "tokens"):
             assert outcome(res, check), (s, check)
@@ -466,17 +466,17 @@ def test_caught_by_names_the_checks_that_fail(control, name):
     text = bug.caught_by
     named = {c for phrase, checks in CHECKS.items() if phrase in text for c in checks}
     assert named or "exact law" in text, text
-    for scenario in prove.HOME.get(name, ("reference",)):
+    for scenario in scenarios.HOME.get(name, ("reference",)):
         res = prove.run_case(scenario, bug=bug, n=N_CAUGHT, seed=SEED_CAUGHT)
         for check in named:
             assert not outcome(res, check), (scenario, check, "named in caught_by but passed")
         if "(more than theory)" in text:
-            assert res.tokens_measured > res.tokens_theory
+            assert res.tokens.measured > res.tokens.expected
         if "a first-token-only test passes" in text:
             assert outcome(res, "first_token"), res.first_token
         if "every distribution test passes" in text:
             assert all(outcome(res, c) for c in ("first_token", "positions", "joint"))
-            assert res.tokens_measured < res.tokens_theory
+            assert res.tokens.measured < res.tokens.expected
     if "exact law of one position" in text:
         p, q = (
             (P_REF, Q_REF)
@@ -510,7 +510,7 @@ def test_preset_help_claims():
 
 def scenario_number_checks(sc):
     """(pattern, check) for every kind of number a scenario's title and description state."""
-    target, draft = prove.scenario_chains(sc)
+    target, draft = scenarios.scenario_chains(sc)
 
     def context_free_rate():
         assert (target.table == target.table[0]).all() and (draft.table == draft.table[0]).all()
@@ -532,9 +532,9 @@ def scenario_number_checks(sc):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("name", list(prove.SCENARIOS))
+@pytest.mark.parametrize("name", list(scenarios.SCENARIOS))
 def test_every_number_in_a_scenario_description_is_checked(name):
-    sc = prove.SCENARIOS[name]
+    sc = scenarios.SCENARIOS[name]
     text = f"{sc.title}. {sc.description}"
     covered = []
     for pattern, check in scenario_number_checks(sc):
@@ -615,10 +615,10 @@ def test_readme_counts_the_default_prove_run():
     text = prose.one_line()
     scs, bug_cases = grab(r"The default run \((\d+) scenarios, (\d+) bug cases\)", text)
     cases = prove.plan()
-    assert int(scs) == len(prove.SCENARIOS) == sum(c.bug is None for c in cases)
+    assert int(scs) == len(scenarios.SCENARIOS) == sum(c.bug is None for c in cases)
     assert int(bug_cases) == sum(c.bug is not None for c in cases)
     (listed,) = grab(r"the embedded suite: (\d+) scenarios", text)
-    assert int(listed) == len(prove.SCENARIOS)
+    assert int(listed) == len(scenarios.SCENARIOS)
 
 
 # --- the engine bugs (issue 11): every figure and claim of their texts ------------------------------

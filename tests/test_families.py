@@ -166,8 +166,8 @@ def test_a_sweep_outside_every_family_gets_no_family(name):
 
 
 def test_prove_shipped_prints_the_family_and_names_misaligned_rows_by_their_probe():
-    from specviz.proof.ship import CallSpec
-    from specviz.proof.shipped import prove_shipped
+    from specviz.proof.handover import CallSpec
+    from specviz.proof.ship import prove_shipped
 
     spec = CallSpec("float64", "numpy")
     r = prove_shipped(uv.engine_ensemble, V=2000, K=3, spec=spec, tv=0.05)

@@ -12,10 +12,13 @@ import pytest
 
 import specviz
 from specviz.errors import InputError
+from specviz.verifiers.block import verify_block
+from specviz.verifiers.sample_match import verify_sample_match
+from specviz.verifiers.tree import verify_tree_chain
 
 torch = pytest.importorskip("torch")
 
-VERIFIERS = [specviz.verify, specviz.verify_block, specviz.verify_sample_match, specviz.verify_tree_chain]
+VERIFIERS = [specviz.verify, verify_block, verify_sample_match, verify_tree_chain]
 U = (np.array([[0.3]]), np.array([0.5]))
 
 

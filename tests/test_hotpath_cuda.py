@@ -15,8 +15,9 @@ import pytest
 import torch
 from conftest import random_batch
 
-import specviz
 from specviz import InputError, Uniforms, verify, verify_flat, verify_greedy
+from specviz.verifiers.block import verify_block
+from specviz.verifiers.layout import padded_to_flat
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -53,7 +54,7 @@ def test_verify_and_verify_flat_on_cuda_equal_numpy(B, K, V, deterministic, dtyp
         cpu = verify(target, draft, tokens, num, uniforms=u, validate=validate)
         gpu = verify(*cuda(target, draft, tokens, num), uniforms=Uniforms(*cuda(ua, us)), validate=validate)
         assert_same(cpu, gpu, f"verify validate={validate}")
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     valid = np.arange(K)[None, :] < num[:, None]
     cpu = verify_flat(*flat, uniforms=Uniforms(ua[valid], us))
     gpu = verify_flat(*cuda(*flat), uniforms=Uniforms(*cuda(ua[valid], us)))
@@ -64,11 +65,9 @@ def test_greedy_and_block_verifiers_on_cuda_equal_numpy():
     B, K, V = 99, 4, 300
     target, draft, tokens, num, ua, us = case(B, K, V)
     assert_same(verify_greedy(target, tokens, num), verify_greedy(*cuda(target, tokens, num)), "greedy")
-    block = getattr(specviz, "verify_block", None)
-    if block is not None:
-        cpu = block(target, draft, tokens, num, uniforms=Uniforms(ua, us))
-        gpu = block(*cuda(target, draft, tokens, num), uniforms=Uniforms(*cuda(ua, us)))
-        assert_same(cpu, gpu, "verify_block")
+    cpu = verify_block(target, draft, tokens, num, uniforms=Uniforms(ua, us))
+    gpu = verify_block(*cuda(target, draft, tokens, num), uniforms=Uniforms(*cuda(ua, us)))
+    assert_same(cpu, gpu, "verify_block")
 
 
 def test_every_rule_bug_on_cuda_equals_numpy():

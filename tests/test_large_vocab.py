@@ -26,6 +26,7 @@ import specviz
 from specviz import Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
 from specviz.verifiers import reference
+from specviz.verifiers.layout import padded_to_flat
 
 pytestmark = pytest.mark.heavy  # V up to 32001, chi-square at V = 600: left out of the quick subset
 
@@ -244,7 +245,7 @@ def test_every_path_matches_the_reference(V, B, K, dtype, sampled):
         assert any(fell_back for _, fell_back in drawn)  # residual without mass: drawn from p
 
     valid = np.arange(K)[None, :] < num[:, None]
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     tt = [None if a is None else torch.as_tensor(a) for a in (target, draft, tokens, num, ua, us)]
     ft = [None if a is None else torch.as_tensor(a) for a in flat]
     runs = {

@@ -137,12 +137,3 @@ def test_theory_knows_every_mistake_of_the_catalogue_by_name():
     from specviz.proof.bugs import BUGS
 
     assert set(theory.POSITION_LAWS) == set(BUGS)
-
-
-def test_prove_still_exports_the_names_its_callers_use():
-    from specviz.proof import controls, prove, report, scenarios
-
-    assert prove.SCENARIOS is scenarios.SCENARIOS and prove.HOME is scenarios.HOME
-    assert prove.CaseResult is report.CaseResult and prove.case_record is report.case_record
-    assert prove.kind_controls is controls.kind_controls
-    assert prove._tree_resample_from_p is controls._tree_resample_from_p  # prove --verifier names it

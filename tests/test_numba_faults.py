@@ -2,7 +2,7 @@
 
 Each fault runs in a fresh process with its own cache: a truncated index (.nbi), a data file
 (.nbc) overwritten with random bytes, a read-only installation with no writable home, and a
-NUMBA_CACHE_DIR that cannot be a directory. Each must return the tokens of ``SPECVIZ_NUMBA=0``
+NUMBA_CACHE_DIR that cannot be a directory. Each must return the tokens of ``SPECVIZ_BACKEND=numpy``
 and warn once, saying what failed. Before the fix the first two raised ``UnpicklingError`` /
 ``EOFError`` from every ``specviz.verify`` until the files were deleted by hand, and the last two
 raised ``RuntimeError: cannot cache function '_sum': no locator available``.
@@ -62,7 +62,7 @@ print(json.dumps({
 
 def run(env_changes: dict[str, str | None], pythonpath: Path = ROOT) -> dict:
     env = dict(os.environ)
-    for key in ("SPECVIZ_NUMBA", "SPECVIZ_BACKEND", "NUMBA_CACHE_DIR"):
+    for key in ("SPECVIZ_BACKEND", "NUMBA_CACHE_DIR"):
         env.pop(key, None)
     env.update({"PYTHONPATH": str(pythonpath), "PYTHONDONTWRITEBYTECODE": "1"})
     for key, value in env_changes.items():
@@ -79,7 +79,7 @@ def run(env_changes: dict[str, str | None], pythonpath: Path = ROOT) -> dict:
 
 @pytest.fixture(scope="module")
 def numpy_tokens() -> list:
-    res = run({"SPECVIZ_NUMBA": "0"})
+    res = run({"SPECVIZ_BACKEND": "numpy"})
     assert not res["compiled"] and not res["warnings"]
     return res["tokens"]
 

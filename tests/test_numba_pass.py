@@ -16,14 +16,15 @@ from conftest import random_batch, random_probs
 import specviz
 from specviz import InputError, Uniforms, verify, verify_flat
 from specviz.proof.bugs import BUGS
-from specviz.verifiers import _fused
+from specviz.verifiers import _fused, reference
+from specviz.verifiers.layout import padded_to_flat
 
 pytest.importorskip("numba")
 
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the rows the compiled passes handle; tests switch them on and off with SPECVIZ_NUMBA.
+    """Counts the rows the compiled passes handle; tests switch them on and off with SPECVIZ_BACKEND.
 
     "rows": block sums (V > 256); "accepted": rows through the accept loop; "drawn": rows
     drawn by the one-level loop (V <= 256) without handing back to NumPy.
@@ -60,11 +61,11 @@ def outcome(fn):
 
 def both(monkeypatch, spy, fn, key="rows"):
     """(NumPy passes, Numba pass) outcomes of fn, and the rows the Numba pass handled (spy[key])."""
-    monkeypatch.setenv(_fused.ENV, "0")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numpy")
     before = dict(spy)
     pure = outcome(fn)
-    assert spy == before, "SPECVIZ_NUMBA=0 must not run the compiled passes"
-    monkeypatch.setenv(_fused.ENV, "1")
+    assert spy == before, "SPECVIZ_BACKEND=numpy must not run the compiled passes"
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     fused = outcome(fn)
     return pure, fused, spy[key] - before[key]
 
@@ -91,7 +92,7 @@ def test_same_tokens_as_the_numpy_passes(monkeypatch, spy, dtype, V, determinist
     us[:3] = [0.0, np.nextafter(1.0, 0.0), 0.5]  # the first and last tokens of a row's law
     u = Uniforms(ua, us)
     valid = np.arange(K)[None, :] < num[:, None]
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     calls = {
         "padded": lambda: verify(target, draft, tokens, num, uniforms=u),
         "padded, validate=False": lambda: verify(target, draft, tokens, num, uniforms=u, validate=False),
@@ -183,14 +184,14 @@ def test_negative_control_a_kernel_off_by_one_token_is_caught(monkeypatch, spy):
     pure, fused, _ = both(monkeypatch, spy, fn)
     assert_same(pure, fused)
     monkeypatch.setattr(_fused, "block_sums", off_by_one)
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     assert not np.array_equal(outcome(fn)[1], pure[1])
 
 
 def test_switched_off_or_missing_numba_falls_back(monkeypatch):
-    monkeypatch.setenv(_fused.ENV, "0")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numpy")
     assert not _fused.enabled()
-    monkeypatch.setenv(_fused.ENV, "1")
+    monkeypatch.setenv(_fused.BACKEND_ENV, "numba")
     assert _fused.enabled()
     monkeypatch.setattr(_fused, "_kernels", False)  # what _loops() leaves when Numba cannot be imported
     assert not _fused.enabled()
@@ -236,7 +237,7 @@ def test_every_rule_gives_the_same_tokens_compiled_or_not(monkeypatch, spy, name
 
 
 def _fields(monkeypatch, call, env):
-    monkeypatch.setenv(_fused.ENV, env)
+    monkeypatch.setenv(_fused.BACKEND_ENV, {"0": "numpy", "1": "numba"}[env])
     res = call()
     return specviz.Verification(*[np.asarray(f) for f in res])
 
@@ -255,7 +256,7 @@ def test_the_lab_layouts_give_the_same_results(monkeypatch, spy, layout):
     def call():
         if layout == "flat":
             valid = np.arange(K)[None, :] < num[:, None]
-            flat = specviz.padded_to_flat(target, draft, tokens, num)
+            flat = padded_to_flat(target, draft, tokens, num)
             return verify_flat(*flat, uniforms=Uniforms(u.accept[valid], u.sample), validate=False)
         if layout == "torch":
             args = [torch.as_tensor(a) for a in (target, draft, tokens, num)]
@@ -326,7 +327,6 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
     # The compiled loop has no mistake switch any more: the control with u * q <= p is the reference
     # with its accept step swapped (specviz.proof.engine_bugs.FAULTS["inclusive_coin"]).
     from specviz.proof.engine_bugs import coin_at_most
-    from specviz.verifiers import reference
 
     leq = reference.with_step(reference.verify, "inclusive_coin", accept=coin_at_most)
     assert not np.array_equal(outcome(lambda: leq(target, draft, tokens, num, uniforms=u))[1], pure[1])
@@ -337,8 +337,17 @@ def test_negative_control_an_accept_loop_with_the_inclusive_coin_is_caught(monke
 
 def exact_grid_sum(row) -> float:
     row = np.asarray(row)
-    scale = row.dtype.type(2.0**48)
-    return float(np.floor(row * scale).astype(np.float64).sum() / 2.0**48)
+    scale = row.dtype.type(reference.GRID)
+    return float(np.floor(row * scale).astype(np.float64).sum() / reference.GRID)
+
+
+def test_the_engine_floors_to_the_references_grid():
+    # The grid is the reference's constant; the compiled loops (which cannot import it without a
+    # cycle while the reference imports the engine) and the NumPy draw hold the same number.
+    from specviz.verifiers import _fused_kernel, _sample
+
+    assert _sample.GRID == _fused_kernel.GRID == reference.GRID == 2.0**48
+    assert _sample.MAX_TOTAL == _fused_kernel.MAX_TOTAL == 16 * reference.GRID
 
 
 @pytest.mark.parametrize("V", [200, 512, 9000])
@@ -370,7 +379,7 @@ def test_rows_at_the_sum_tolerance_get_one_verdict_on_every_path(monkeypatch, V,
         seen[expect] += 1
         results = {}
         for env in ("0", "1"):
-            monkeypatch.setenv(_fused.ENV, env)
+            monkeypatch.setenv(_fused.BACKEND_ENV, {"0": "numpy", "1": "numba"}[env])
             results[f"numpy/{env}"] = outcome(lambda a=args, u=u: verify(*a, uniforms=u))
         t_args = [torch.as_tensor(a) for a in args]
         t_u = Uniforms(*(torch.as_tensor(a) for a in u))
@@ -424,7 +433,7 @@ def test_numba_cache_dir_moves_the_compiled_loops_and_the_second_process_loads_t
     )
     cache = tmp_path / "numba-cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    env.pop(_fused.ENV, None)
+    env.pop(_fused.BACKEND_ENV, None)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300, cwd=tmp_path)
     first = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
     assert any(p.name.startswith("_fused_kernel") and p.suffix == ".nbi" for p in first), sorted(first)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from specviz.proof.bugs import Bug, row_before
-from specviz.proof.prove import DEFAULT_N, HOME, SCENARIOS, bonus_shapes, default_home, plan, run_case
+from specviz.proof.prove import DEFAULT_N, plan, run_case
+from specviz.proof.scenarios import HOME, SCENARIOS, bonus_shapes, default_home
 from specviz.verifiers import reference
 from tests import user_verifiers as uv
 

@@ -10,7 +10,9 @@ import pytest
 
 from specviz.proof import stats
 from specviz.proof.bugs import BUGS
-from specviz.proof.prove import SCENARIOS, case_record, cell_tokens, plan, run_case, run_suite, top_cells
+from specviz.proof.prove import plan, run_case, run_suite
+from specviz.proof.report import case_record, top_cells
+from specviz.proof.scenarios import SCENARIOS, cell_tokens
 from tests import user_verifiers as uv
 
 # --- no verdict without power ----------------------------------------------------------------------

@@ -14,8 +14,9 @@ import prose  # tests/ is on the path (see conftest)
 import pytest
 
 from specviz.app import limits, settings_demo, text
-from specviz.proof import court, prove
+from specviz.proof import court, scenarios
 from specviz.proof.bugs import BUGS
+from specviz.verifiers import reference
 from specviz.verifiers.processing import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,14 +108,12 @@ def test_speed_table_counts_and_the_quantization_bound():
     # (a changed catalogue means the table is stale: rerun bench_sim.py --write-doc).
     (row,) = [r for r in speed_table("bench_sim", "Where users wait") if "specviz prove" in r["click"]]
     scs, bugs, rc = re.search(r"\((\d+) scenarios, (\d+) bugs; exit (\d+)\)", row["click"]).groups()
-    assert (int(scs), int(bugs), int(rc)) == (len(prove.SCENARIOS), len(BUGS), 0)
+    assert (int(scs), int(bugs), int(rc)) == (len(scenarios.SCENARIOS), len(BUGS), 0)
     # bench_verify's constants table: the total-variation bound V * 2^-48, recomputed from the code.
-    from specviz.verifiers import _sample
-
     bounds = {int(r["V"]): float(r["TV bound"]) for r in speed_table("bench_verify", "The draw's constants")}
     assert 128256 in bounds and np.isclose(bounds[128256], 4.6e-10)
     for V, bound in bounds.items():
-        assert bound == pytest.approx(V / _sample.GRID, rel=0.06)  # printed to two significant digits
+        assert bound == pytest.approx(V / reference.GRID, rel=0.06)  # printed to two significant digits
 
 
 def test_speed_section_sum_margin_is_the_codes():
@@ -126,7 +125,7 @@ def test_speed_section_sum_margin_is_the_codes():
     assert rows
     for r in rows:
         assert float(r["sum margin"]) == _sample.SUM_MARGIN
-        assert 2.0 ** int(r["grid step"].removeprefix("2^-")) == _sample.GRID
+        assert 2.0 ** int(r["grid step"].removeprefix("2^-")) == reference.GRID
         assert int(r["block"]) == _sample.BLOCK
     # The margin covers a float32 sum's error (blocks of BLOCK added in float32) with room to spare.
     assert _sample.SUM_MARGIN > 2 * _sample.BLOCK * 2.0**-24

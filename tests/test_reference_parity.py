@@ -32,6 +32,9 @@ from specviz.verifiers import reference
 from specviz.verifiers import tree as tree_mod
 from specviz.verifiers._fused import BACKEND_ENV
 from specviz.verifiers._fused import enabled as numba_enabled
+from specviz.verifiers.block import verify_block
+from specviz.verifiers.layout import padded_to_flat
+from specviz.verifiers.tree import verify_tree
 
 torch = pytest.importorskip("torch")
 
@@ -129,7 +132,7 @@ def test_chain_paths_equal_the_reference(V, with_q, path, monkeypatch):
 def test_flat_layout_and_validate_true_equal_the_reference(V, path, monkeypatch):
     for with_q in (True, False):
         P, Q, x, j, u = make_case(V, 7, 4, 1, with_q)
-        flat = specviz.padded_to_flat(P, Q, x, j)
+        flat = padded_to_flat(P, Q, x, j)
         valid = np.arange(4)[None, :] < j[:, None]
         uf = Uniforms(u.accept[valid], u.sample)  # the flat order of the same coins
         want = reference.verify(P, Q, x, j, uniforms=u)  # the same rows and coins, padded
@@ -229,12 +232,12 @@ def test_block_equals_its_reference(V, kind):
         args, tu = (P, Q, x, j), u
         if kind == "torch":
             args, tu = to_torch(P, Q, x, j, u, torch.float64)
-        assert_same(specviz.verify_block(*args, uniforms=tu), want, (V, with_q, kind))
+        assert_same(verify_block(*args, uniforms=tu), want, (V, with_q, kind))
     control = reference.with_step(reference.verify_block, "block_residual_from_p",
                                   extra=lambda p, res, m: p)  # fmt: skip
     P, Q, x, j, u = make_case(V, 99, 3, 8, True)
     if V > 2:
-        assert differs(control(P, Q, x, j, uniforms=u), specviz.verify_block(P, Q, x, j, uniforms=u))
+        assert differs(control(P, Q, x, j, uniforms=u), verify_block(P, Q, x, j, uniforms=u))
 
 
 @pytest.mark.parametrize("V", [2, 3, 257])
@@ -252,9 +255,9 @@ def test_tree_equals_its_reference(V, shape):
         batch = batch._replace(target_probs=T)
         u = Uniforms(rng.random((7, N - 1)), rng.random(7))
         want = reference.verify_tree(*batch, uniforms=u)
-        assert_same(specviz.verify_tree(*batch, uniforms=u), want, (V, shape, iid))
+        assert_same(verify_tree(*batch, uniforms=u), want, (V, shape, iid))
         tb = [None if a is None else torch.tensor(np.ascontiguousarray(a)) for a in batch]
-        assert_same(specviz.verify_tree(*tb, uniforms=Uniforms(*map(torch.tensor, u))), want, (V, shape, iid, "torch"))
+        assert_same(verify_tree(*tb, uniforms=Uniforms(*map(torch.tensor, u))), want, (V, shape, iid, "torch"))
         if iid and V > 2:  # negative control: r reset to the node's target row after a rejection
             control = reference.with_step(reference.verify_tree, "tree_resample_from_p",
                                           residual=lambda r, q, y, M, p: p.copy())  # fmt: skip

@@ -43,3 +43,19 @@ def test_licence_and_changelog_ship():
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert f"## {_declared()}" in (ROOT / "CHANGELOG.md").read_text()
     assert (ROOT / "specviz" / "py.typed").exists()
+
+
+def test_import_specviz_reads_no_file():
+    # Only modules are read at import (the version is read when first asked for); a negative control
+    # shows the audit hook sees a file read by asking for the version.
+    code = ("import sys\n"
+            "seen = []\n"
+            "sys.addaudithook(lambda ev, args: ev == 'open' and seen.append(str(args[0])))\n"
+            "import specviz\n"
+            "print([p for p in seen if not p.endswith(('.py', '.pyc'))])\n"
+            "specviz.__version__\n"
+            "print([p for p in seen if p.endswith('pyproject.toml')])\n")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    at_import, after_version = out.stdout.splitlines()
+    assert at_import == "[]"
+    assert after_version == repr([str(ROOT / "pyproject.toml")])

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import binom
 
 from specviz.app import batch_demo, results, speed
-from specviz.proof import prove, stats, theory
+from specviz.proof import prove, report, scenarios, stats, theory
 from specviz.proof.bugs import BUGS
 
 
@@ -202,7 +202,7 @@ def mc_rejections(sample_law: np.ndarray, null_law: np.ndarray) -> int:
 
 def test_monte_carlo_p_value_is_calibrated_under_the_exact_law():
     """Under the law itself the Monte Carlo test rejects at rate <= alpha (fixed seeds, critical value above)."""
-    law = prove.scenario_chains(prove.SCENARIOS["reference"])[0].joint_law(3).ravel()
+    law = scenarios.scenario_chains(scenarios.SCENARIOS["reference"])[0].joint_law(3).ravel()
     hits = mc_rejections(law, law)
     assert hits <= MC_CRITICAL, (hits, MC_CRITICAL)
     assert hits >= 1  # not a test that never rejects: its expected count is about 15
@@ -210,8 +210,8 @@ def test_monte_carlo_p_value_is_calibrated_under_the_exact_law():
 
 def test_negative_control_monte_carlo_calibration_fails_for_a_moved_law():
     """The same check on samples from a buggy verifier's exact law must exceed the critical value."""
-    law = prove.scenario_chains(prove.SCENARIOS["reference"])[0].joint_law(3).ravel()
-    moved = prove.exact_bug_law("reference", "resample_from_p").ravel()
+    law = scenarios.scenario_chains(scenarios.SCENARIOS["reference"])[0].joint_law(3).ravel()
+    moved = report.exact_bug_law("reference", "resample_from_p").ravel()
     assert 0.5 * np.abs(moved - law).sum() > 0.05
     assert mc_rejections(moved, law) > MC_CRITICAL
 

@@ -1,5 +1,5 @@
 """Issue 18: realistic inputs at vocabulary V, the paired test against the reference, reproducers,
-the sweep over the uniforms and the adapters (specviz.proof.ship, sweep, adapters, shipped).
+the sweep over the uniforms and the adapters (specviz.proof.handover, ship, sweep, adapters).
 
 Every check that passes a verifier has a negative control that must fail it on the same inputs:
 the bfloat16-q engine, a misaligned batch, a dropped bonus. Seeds are fixed; the paired test's
@@ -18,8 +18,8 @@ import pytest
 
 from specviz import verify, verify_flat
 from specviz.errors import InputError
-from specviz.proof import adapters, ship, sweep
-from specviz.proof.shipped import prove_shipped
+from specviz.proof import adapters, handover, ship, sweep
+from specviz.proof.ship import prove_shipped
 from tests import user_verifiers as uv
 
 pytestmark = pytest.mark.heavy  # prove --vocab end to end: left out of the quick subset
@@ -32,11 +32,11 @@ torch = pytest.importorskip("torch")
 
 
 def test_realistic_tables_are_shaped_like_models_and_exact_in_their_dtype():
-    t = ship.realistic_tables(5003, 8, 16, seed=3, dtype="bfloat16")
+    t = handover.realistic_tables(5003, 8, 16, seed=3, dtype="bfloat16")
     assert t.target.shape == (16, 9, 5003) and t.draft.shape == (16, 8, 5003)
     assert t.num_draft[0] == 0 and t.num_draft[-1] == 8 and len(set(t.num_draft.tolist())) > 2  # ragged
     # Every value is a bfloat16: rounding again changes nothing.
-    assert np.array_equal(ship._round_to(t.target, "bfloat16"), t.target)
+    assert np.array_equal(handover._round_to(t.target, "bfloat16"), t.target)
     p = t.target.reshape(-1, 5003)
     assert (p == 0).any(axis=1).mean() > 0.3  # exact zeros in many rows
     assert (p == 0).mean() < 0.9  # and long tails in the others
@@ -52,12 +52,12 @@ def test_realistic_tables_are_shaped_like_models_and_exact_in_their_dtype():
 
 
 def test_drafts_are_drawn_from_q_as_given():
-    t = ship.realistic_tables(300, 2, 64, seed=1)
+    t = handover.realistic_tables(300, 2, 64, seed=1)
     counts = np.zeros(300)
     rng = np.random.default_rng(0)
     b = int(np.flatnonzero(t.num_draft == 2)[0])
     for _ in range(300):
-        r = ship.draw_round(rng, t)
+        r = handover.draw_round(rng, t)
         assert (t.draft[np.arange(64)[:, None], np.arange(2), np.maximum(r.draft_tokens, 0)][
             r.draft_tokens >= 0] > 0).all()  # fmt: skip
         assert (r.draft_tokens[np.arange(2)[None, :] >= t.num_draft[:, None]] == -1).all()
@@ -71,7 +71,7 @@ def test_drafts_are_drawn_from_q_as_given():
                                  dict(backend="numpy", dtype="bfloat16"), dict(backend="numpy", device="cuda")])
 def test_a_bad_call_spec_names_the_flag(bad):
     with pytest.raises(InputError, match="--(dtype|backend|layout|device)"):
-        ship.CallSpec(**bad)
+        handover.CallSpec(**bad)
 
 
 # --- the paired test ---------------------------------------------------------------------------
@@ -84,11 +84,11 @@ def test_certified_bound_is_the_exact_arithmetic():
     assert 10 / 1000 < ship.certified_bound(10, 1000) < 0.02
 
 
-@pytest.mark.parametrize("spec", [ship.CallSpec("float32", "torch", "cpu", "padded"),
-                                  ship.CallSpec("float32", "numpy", "cpu", "flat"),
-                                  ship.CallSpec("bfloat16", "torch", "cpu", "padded"),
-                                  ship.CallSpec("float16", "torch", "cpu", "flat"),
-                                  ship.CallSpec("float64", "numpy", "cpu", "padded")])  # fmt: skip
+@pytest.mark.parametrize("spec", [handover.CallSpec("float32", "torch", "cpu", "padded"),
+                                  handover.CallSpec("float32", "numpy", "cpu", "flat"),
+                                  handover.CallSpec("bfloat16", "torch", "cpu", "padded"),
+                                  handover.CallSpec("float16", "torch", "cpu", "flat"),
+                                  handover.CallSpec("float64", "numpy", "cpu", "padded")])  # fmt: skip
 def test_the_engine_equals_the_reference_on_realistic_rows(spec):
     fn = verify_flat if spec.layout == "flat" else verify
     r = ship.paired_test(fn, V=3001, K=8, spec=spec, rows=1024, seed=2)
@@ -110,15 +110,15 @@ def test_a_bfloat16_q_mismatches_and_every_mismatch_replays(tmp_path):
 
 
 def test_the_cuda_device_is_refused_cleanly_without_cuda():
-    if ship.cuda_available():
+    if handover.cuda_available():
         pytest.skip("a CUDA device is present: tests/test_ship.py runs cuda in the paired test below")
     with pytest.raises(InputError, match="--device"):
-        ship.paired_test(verify, V=100, spec=ship.CallSpec("float32", "torch", "cuda"), rows=10)
+        ship.paired_test(verify, V=100, spec=handover.CallSpec("float32", "torch", "cuda"), rows=10)
 
 
-@pytest.mark.skipif(not ship.cuda_available(), reason="no CUDA device here")
+@pytest.mark.skipif(not handover.cuda_available(), reason="no CUDA device here")
 def test_the_engine_on_cuda_equals_the_reference():
-    r = ship.paired_test(verify, V=32000, K=4, spec=ship.CallSpec("bfloat16", "torch", "cuda"), rows=2048)
+    r = ship.paired_test(verify, V=32000, K=4, spec=handover.CallSpec("bfloat16", "torch", "cuda"), rows=2048)
     assert r.error is None and r.mismatches == 0
 
 
@@ -211,7 +211,7 @@ def _hf_pass_and_fail(run_case):
 
 
 def test_prove_shipped_verdicts():
-    assert prove_shipped(verify, V=1000, K=4, spec=ship.CallSpec("float32", "numpy"), tv=0.01).verdict == "PASS"
+    assert prove_shipped(verify, V=1000, K=4, spec=handover.CallSpec("float32", "numpy"), tv=0.01).verdict == "PASS"
     r = prove_shipped(uv.engine_one_minus_u, V=1000, K=4, tv=0.01)
     assert r.verdict == "PASS (law)" and r.paired.mismatches > 0 and r.sweep.passed
     r = prove_shipped(uv.engine_bf16_q, V=2000, K=4, tv=0.01)
@@ -222,7 +222,7 @@ def test_prove_shipped_verdicts():
 
 
 def test_the_docs_example_runs():
-    import specviz.proof.shipped as mod
+    import specviz.proof.ship as mod
 
     code = mod.__doc__.split("Example (runs in a few seconds)::")[1]
     exec(compile("\n".join(line[4:] for line in code.strip("\n").splitlines()), "example", "exec"), {})
@@ -260,11 +260,11 @@ def test_cli_replays_a_reproducer(tmp_path):
 def test_blackbox_tests_pass_the_engine_and_locate_a_wrong_replacement():
     from specviz.proof.blackbox import blackbox_tests
 
-    good = blackbox_tests(verify, V=300, K=2, spec=ship.CallSpec("float64", "numpy"), n=20_000, seed=5)
+    good = blackbox_tests(verify, V=300, K=2, spec=handover.CallSpec("float64", "numpy"), n=20_000, seed=5)
     assert {c.part for c in good.checks} >= {"first token", "acceptance", "replacement at 0", "bonus"}
     assert all(c.passed for c in good.checks), good.lines()
     assert all(c.rows_for_1e3 > 20_000 for c in good.checks)  # TV 1e-3 needs more rows than these
     # The negative control on the same context and seed: the replacement drawn from p.
-    bad = blackbox_tests(uv.broken, V=300, K=2, spec=ship.CallSpec("float64", "numpy"), n=20_000, seed=5)
+    bad = blackbox_tests(uv.broken, V=300, K=2, spec=handover.CallSpec("float64", "numpy"), n=20_000, seed=5)
     assert "replacement at 0" in [c.part for c in bad.failed], bad.lines()
     assert "bonus" not in [c.part for c in bad.failed]  # the bonus is right: the diagnosis points at the step

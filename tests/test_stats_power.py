@@ -7,7 +7,7 @@ import pytest
 
 from specviz.errors import InputError
 from specviz.proof import stats
-from specviz.proof.prove import SCENARIOS, scenario_chains
+from specviz.proof.scenarios import SCENARIOS, scenario_chains
 
 
 def _law(name: str = "reference", L: int = 3) -> np.ndarray:

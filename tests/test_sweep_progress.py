@@ -65,9 +65,9 @@ def test_prove_vocab_prints_it_on_stderr_not_in_json_and_not_with_quiet(monkeypa
 
 
 def test_json_record_of_a_failing_verifier_says_where():
-    from specviz.proof import shipped
+    from specviz.proof import ship
 
-    r = shipped.prove_shipped(uv.engine_bf16_q, V=2000, K=4, tv=0.01)
-    rec = json.loads(json.dumps(shipped.record(r), allow_nan=False, default=shipped.plain_json))
+    r = ship.prove_shipped(uv.engine_bf16_q, V=2000, K=4, tv=0.01)
+    rec = json.loads(json.dumps(ship.record(r), allow_nan=False))
     assert rec["verdict"] == "FAIL" and not rec["sweep"]["passed"]
     assert any(not s["passed"] and s["part"] == "accept" for s in rec["sweep"]["steps"])

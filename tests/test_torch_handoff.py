@@ -5,7 +5,7 @@ torch's own code, which gives the same outputs or the same error. Big-endian tab
 native tables' outputs and errors.
 
 A spy counts the hand-overs, so a test that expects one fails when the input silently went the
-other way (and the torch kernels, which tests force by making NumPy refuse the tables, are the
+other way (and the torch kernels, which tests force with ``SPECVIZ_BACKEND=torch``, are the
 other side of each comparison).
 """
 
@@ -16,10 +16,9 @@ import pytest
 import torch
 from conftest import random_batch
 
-import specviz
-import specviz.verifiers._sample as sample_mod
 import specviz.verifiers.verify as verify_mod
 from specviz import InputError, Uniforms, verify, verify_flat
+from specviz.verifiers.layout import padded_to_flat
 
 B, K, V = 12, 3, 300  # V > 256: the two-level draw
 
@@ -100,7 +99,7 @@ def test_tensors_in_every_form_the_handover_takes_give_numpys_outputs(handed, dt
 
 def test_flat_tensors_are_handed_over_too(handed):
     target, draft, tokens, num, ua, us = batch()
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     valid = np.arange(K)[None, :] < num[:, None]
     ref = verify_flat(*flat, uniforms=Uniforms(ua[valid], us))
     res = verify_flat(*(t(a) for a in flat), uniforms=Uniforms(t(ua[valid]), t(us)))
@@ -111,17 +110,17 @@ def test_flat_tensors_are_handed_over_too(handed):
 @pytest.mark.parametrize("layout", ["padded", "flat"])
 def test_a_torch_generator_draws_the_same_uniforms_as_the_torch_kernels(monkeypatch, handed, layout):
     # The hand-over draws the uniforms with torch, in the torch code's order and shapes: a seeded
-    # generator gives the tokens the torch kernels give (forced here by refusing NumPy views).
+    # generator gives the tokens the torch kernels give (forced here with SPECVIZ_BACKEND=torch).
     target, draft, tokens, num, _, _ = batch()
     args = [t(a) for a in (target, draft, tokens, num)]
     fn = verify
     if layout == "flat":
-        args = [t(a) for a in specviz.padded_to_flat(target, draft, tokens, num)]
+        args = [t(a) for a in padded_to_flat(target, draft, tokens, num)]
         fn = verify_flat
     res = fn(*args, rng=torch.Generator().manual_seed(5))
     assert handed == [True]
     with monkeypatch.context() as m:
-        m.setattr(sample_mod, "_numpy_viewable", lambda p, q: False)
+        m.setenv("SPECVIZ_BACKEND", "torch")
         kernels = fn(*args, rng=torch.Generator().manual_seed(5))
     for name, x, y in zip(res._fields, res, kernels, strict=True):
         assert torch.equal(x, y) or (x.is_floating_point() and torch.equal(x.isnan(), y.isnan())
@@ -238,7 +237,7 @@ def test_the_generator_draws_when_the_torch_code_draws(monkeypatch, handed):
         ours = outcome(tok, n, gen), gen.get_state()
         assert handed == [True], name
         with monkeypatch.context() as m:
-            m.setattr(sample_mod, "_numpy_viewable", lambda p, q: False)
+            m.setenv("SPECVIZ_BACKEND", "torch")
             gen = torch.Generator().manual_seed(3)
             kernels = outcome(tok, n, gen), gen.get_state()
         assert ours[0] == kernels[0], name

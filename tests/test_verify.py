@@ -11,6 +11,7 @@ from scipy import stats
 import specviz
 from specviz import InputError, Uniforms, verify, verify_flat, verify_greedy
 from specviz.proof.theory import expected_tokens
+from specviz.verifiers.layout import flat_to_padded, padded_to_flat
 
 ALPHA = 0.001  # chi-square level used throughout; the critical value comes from scipy
 
@@ -252,7 +253,7 @@ def test_flat_layout_matches_padded(rng):
     B, K, V = 57, 5, 23
     target, draft, tokens, num = random_batch(rng, B, K, V)
     u = Uniforms(rng.random((B, K)), rng.random(B))
-    flat = specviz.padded_to_flat(target, draft, tokens, num)
+    flat = padded_to_flat(target, draft, tokens, num)
     assert flat.target_probs.shape == (num.sum() + B, V)
     valid = np.arange(K)[None] < num[:, None]
     a = verify(target, draft, tokens, num, uniforms=u)
@@ -261,7 +262,7 @@ def test_flat_layout_matches_padded(rng):
         np.testing.assert_array_equal(x[:, : K + 1] if x.ndim == 2 else x, y, err_msg=name)
     c = verify_flat(*as_torch(*flat), uniforms=Uniforms(*as_torch(u.accept[valid], u.sample)))
     np.testing.assert_array_equal(c.tokens.numpy(), b.tokens)
-    back = specviz.flat_to_padded(*flat)
+    back = flat_to_padded(*flat)
     np.testing.assert_array_equal(back.num_draft, num)
     np.testing.assert_array_equal(back.draft_tokens, tokens)
     np.testing.assert_array_equal(
@@ -283,9 +284,9 @@ def test_flat_layout_edge_cases():
     empty = verify_flat(np.zeros((0, V)), None, np.zeros(0, dtype=np.int64), np.array([0]), rng=np.random.default_rng())
     assert empty.tokens.shape == (0, 1)
     with pytest.raises(InputError, match="draft_indptr: expected non-decreasing"):
-        specviz.flat_to_padded(np.tile(p, (5, 1)), None, np.array([0, 1, 2]), np.array([0, 3, 1, 3]))
+        flat_to_padded(np.tile(p, (5, 1)), None, np.array([0, 1, 2]), np.array([0, 3, 1, 3]))
     with pytest.raises(InputError, match=r"num_draft: expected draft counts in \[0, 1\]"):
-        specviz.padded_to_flat(np.tile(p, (2, 2, 1)), None, np.zeros((2, 1), dtype=np.int64), np.array([2, 0]))
+        padded_to_flat(np.tile(p, (2, 2, 1)), None, np.zeros((2, 1), dtype=np.int64), np.array([2, 0]))
     with pytest.raises(InputError, match="draft_indptr: expected first entry 0"):
         verify_flat(np.tile(p, (2, 1)), None, np.array([0]), np.array([1, 1]))
 

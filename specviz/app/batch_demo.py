@@ -161,7 +161,7 @@ def loops_note() -> str:
         text = f"On the CPU the verifier's hot loops ran compiled (Numba {version}; same tokens as NumPy's code)."
         return text if trouble is None else f"{text} {trouble.removeprefix('specviz: ')}"
     if _fused.switched_off():
-        return f"On the CPU the verifier ran NumPy's code only ({_fused.ENV}=0)."
+        return f"On the CPU the verifier ran NumPy's code only ({_fused.BACKEND_ENV}=numpy)."
     if trouble is not None:
         return f"On the CPU the verifier ran NumPy's code only: {trouble.removeprefix('specviz: ')}"
     return 'On the CPU the verifier ran NumPy\'s code only (Numba is not installed: pip install ".[fast]").'

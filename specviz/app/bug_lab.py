@@ -111,9 +111,9 @@ def shared_uniform_lesson(res: Any, jp: results.JointP, tok: stats.MeanTest, L: 
         f"{', '.join(missed) if missed else 'none'}."
     )
     if says != "inconclusive":
-        more = "more" if res.tokens_measured > res.tokens_theory else "fewer"
+        more = "more" if res.tokens.measured > res.tokens.expected else "fewer"
         text += (
-            f" Tokens per step: measured {res.tokens_measured:.4f} against {res.tokens_theory:.4f} for a "
+            f" Tokens per step: measured {res.tokens.measured:.4f} against {res.tokens.expected:.4f} for a "
             f"lossless rule ({more})."
         )
     return TestsLesson(tiles, text)

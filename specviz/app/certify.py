@@ -24,8 +24,10 @@ import numpy as np
 from ..errors import InputError
 from ..proof import court
 from ..proof.court import Problem
-from ..proof.ship import CONFIDENCE, PAD_TOKEN, REFERENCE_GRID, certified_bound, outcome
-from ..verifiers.verify import verify
+from ..proof.handover import outcome
+from ..proof.ship import CONFIDENCE, certified_bound
+from ..verifiers.reference import GRID
+from ..verifiers.verify import PAD_TOKEN, verify
 from . import results
 
 ROWS = 100_000  # rows per certificate: at V = 4, K = 3 about 0.07 s of CPU for both verifiers (0.17 s at 200,000)
@@ -131,7 +133,7 @@ def certify(verifier: Callable[..., Any], name: str, pb: Problem, *, rows: int =
         bad += int((got != expected).any(axis=1).sum())
         done += B
         drafts += nd
-    return Certificate(name, done, drafts, bad, certified_bound(bad, done), pb.target.V * REFERENCE_GRID,
+    return Certificate(name, done, drafts, bad, certified_bound(bad, done), pb.target.V / GRID,
                        pb.target.V, pb.K, time.process_time() - t0)  # fmt: skip
 
 

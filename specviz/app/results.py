@@ -35,6 +35,7 @@ from scipy import stats as sps
 
 from ..errors import InputError
 from ..proof import stats
+from ..proof.report import clean
 
 # --- verdicts --------------------------------------------------------------------------------------
 
@@ -340,23 +341,6 @@ def point_text(t: stats.MeanTest) -> str:
 
 
 # --- records ---------------------------------------------------------------------------------------
-
-
-def clean(x: Any) -> Any:
-    """JSON-ready: NumPy scalars and arrays to Python, non-finite floats to None, recursively."""
-    if isinstance(x, Mapping):
-        return {str(k): clean(v) for k, v in x.items()}
-    if isinstance(x, tuple) and hasattr(x, "_asdict"):
-        return clean(x._asdict())
-    if isinstance(x, list | tuple):
-        return [clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return clean(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def to_json(record: Mapping[str, Any]) -> str:

@@ -42,10 +42,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from .ship import as_numpy, reference_verify
+from ..verifiers.verify import PAD_TOKEN
+from .handover import as_numpy, reference_verify
 
 ADAPTERS = ("vllm", "flashinfer", "hf")
-PAD_TOKEN = -1
 
 
 class Result(NamedTuple):
@@ -107,8 +107,8 @@ def from_vllm(fn: Callable[..., Any]) -> Callable[..., Result]:
             bonus_rows = bonus_rows.float()
         ref_rows = as_numpy(bonus_rows)
         V = ref_rows.shape[1]
-        res = reference_verify()(ref_rows[:, None], np.zeros((B, 0, V), ref_rows.dtype), np.zeros((B, 0), np.int64),
-                                 np.zeros(B, np.int64), uniforms=(np.zeros((B, 0)), us), validate=validate)
+        res = reference_verify(ref_rows[:, None], np.zeros((B, 0, V), ref_rows.dtype), np.zeros((B, 0), np.int64),
+                               np.zeros(B, np.int64), uniforms=(np.zeros((B, 0)), us), validate=validate)
         bonus = as_numpy(res.tokens)[:, 0]  # (B,) sampled outside, from target row num_draft[b]
         cu = _tensor(np.cumsum(j).astype(np.int32), device=device)  # (B,) inclusive
         out = fn(_tensor(x[valid].astype(np.int32), device=device), cu, Q, target_rows,

@@ -27,11 +27,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .ship import CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
 from .stats import ALPHA, MIN_TV, POWER, chi_square, needed_n
 
 CHUNK_ELEMENTS = 8_000_000  # table entries per call: rows * (2K + 1) * V
-DEFAULT_SPEC = CallSpec()
 
 
 class Check(NamedTuple):
@@ -106,7 +105,7 @@ def blackbox_tests(
 ) -> BlackBox:
     """Sample ``verifier`` (called with ``rng=``) on one realistic context ``n`` times; test each token's law.
 
-    The context is the row with K drafts of :func:`specviz.proof.ship.realistic_tables` whose
+    The context is the row with K drafts of :func:`specviz.proof.handover.realistic_tables` whose
     first target row keeps the most cells at this ``n`` (the most power for the first-token test).
     Returns :class:`BlackBox`.
     """

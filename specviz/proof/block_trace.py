@@ -109,8 +109,9 @@ def block_trace(
         else:
             row, source = T[tau], f"p_{tau} (the residual has no mass: only rounding gets here)"
     n = int(res.num_tokens[0])
-    return BlockTrace(x.astype(np.int64), w, m, h, eta, eta < h, tau, bonus, source, row, us,
-                      int(res.tokens[0, tau]), [int(t) for t in res.tokens[0, :n]])  # fmt: skip
+    return BlockTrace(draft_tokens=x.astype(np.int64), weights=w, residual_mass=m, thresholds=h, uniforms=eta,
+                      passed=eta < h, tau=tau, bonus=bonus, source=source, source_row=row, sample_uniform=us,
+                      token=int(res.tokens[0, tau]), tokens=[int(t) for t in res.tokens[0, :n]])  # fmt: skip
 
 
 def block_expected_tokens(target: MarkovChain, drafter: Drafter, K: int) -> np.ndarray:

@@ -42,6 +42,7 @@ from .exact import verifier_law
 from .markov import Drafter, MarkovChain, make_chain
 from .registry import court_rules
 from .simulate import generate
+from .theory import total_variation
 
 Verifier = Callable[..., Any]
 
@@ -75,6 +76,14 @@ class Judgement(NamedTuple):
     lossless: bool  # tv_from_target <= LOSSLESS_TOL + unresolved
     refused: str = ""  # why the court gave no law (then every number is NaN), "" when it did
     expected_table: np.ndarray | None = None  # (V+1, K+1) exact tokens by context and draft count (not for trees)
+
+    @classmethod
+    def refusal(cls, rule: str, pb: Problem, reason: str) -> Judgement:
+        """The court gave no law for ``rule`` on ``pb``: every number NaN, ``reason`` said."""
+        nan = float("nan")
+        return cls(rule=rule, law=np.full((pb.target.V,) * pb.L, nan), target_law=pb.target.joint_law(pb.L),
+                   tv_from_target=nan, expected_tokens_per_step=nan, expected_accepted_per_step=nan, unresolved=nan,
+                   lossless=False, refused=reason)  # fmt: skip
 
     @property
     def badge(self) -> str:
@@ -157,7 +166,7 @@ def judge(
     kwargs = {} if max_evals is None else {"max_evals": int(max_evals)}
     res = verifier_law(fn, pb.target, pb.drafter, L=pb.L, num_draft=pb.num_draft, K=pb.K, **kwargs)
     want = pb.target.joint_law(pb.L)
-    tv = 0.5 * float(np.abs(res.law - want).sum())
+    tv = total_variation(res.law, want)
     counts = [pb.num_draft] if isinstance(pb.num_draft, int) else list(pb.num_draft)
     tokens = float(np.mean([res.expected_tokens[0, j] for j in counts]))  # row 0: the start context
     return Judgement(
@@ -188,11 +197,7 @@ def compare(rules: Iterable[str | Verifier] | None, scenario: Any, *, max_evals:
         except InputError as e:
             if e.argument != "verifier":
                 raise
-            nan = float("nan")
-            shape = (pb.target.V,) * pb.L
-            out.append(
-                Judgement(label, np.full(shape, nan), pb.target.joint_law(pb.L), nan, nan, nan, nan, False, str(e))
-            )
+            out.append(Judgement.refusal(label, pb, str(e)))
     return out
 
 
@@ -284,7 +289,7 @@ def judge_tree(
             else:
                 pending[z] = pending.get(z, 0.0) + mass * pr
     want = target.joint_law(L)
-    tv = 0.5 * float(np.abs(law - want).sum())
+    tv = total_variation(law, want)
     tokens = float(sum(pr * len(out) for out, pr in kernels[-1].items()))
     return TreeJudgement(law, want, tv, tokens, tokens - 1.0, bool(tv <= LOSSLESS_TOL), TREE_AUDIT_POINTS)
 
@@ -520,8 +525,10 @@ def judge_tree_problem(
         raise InputError("parents", f"at most {max_assignments:,} candidate assignments (V^(N-1))", f"{V}^{N - 1}")
     drafter = Drafter(pb.drafter.chain, "argmax" if deterministic else "sample")
     j = judge_tree(pb.target, drafter, parents, L=pb.L)
-    return Judgement(name, j.law, j.target_law, j.tv_from_target, j.expected_tokens_per_step,
-                     j.expected_accepted_per_step, 0.0, j.lossless)  # fmt: skip
+    return Judgement(rule=name, law=j.law, target_law=j.target_law, tv_from_target=j.tv_from_target,
+                     expected_tokens_per_step=j.expected_tokens_per_step,
+                     expected_accepted_per_step=j.expected_accepted_per_step, unresolved=0.0,
+                     lossless=j.lossless)  # fmt: skip
 
 
 def compare_with_trees(
@@ -540,11 +547,7 @@ def compare_with_trees(
         try:
             rows.append(judge_tree_problem(pb, parents, name=name, deterministic=det, max_assignments=max_assignments))
         except InputError as e:
-            nan = float("nan")
-            shape = (pb.target.V,) * pb.L
-            rows.append(
-                Judgement(name, np.full(shape, nan), pb.target.joint_law(pb.L), nan, nan, nan, nan, False, str(e))
-            )
+            rows.append(Judgement.refusal(name, pb, str(e)))
     return rows
 
 

@@ -51,6 +51,7 @@ from .markov import Drafter
 from .scenarios import SCENARIOS, Scenario, scenario_chains
 from .simulate import generate
 from .stats import counts
+from .theory import total_variation
 
 MARGIN = 0.5  # a family fits when its best member is nearer than this times the target's distance
 REFINE = 6  # golden-section steps after the grid, for the family best on its grid
@@ -202,10 +203,6 @@ def noise_tv(law: np.ndarray, n: int) -> float:
     return 0.5 * float(np.sum(np.sqrt(2 * p * (1 - p) / (math.pi * max(n, 1)))))
 
 
-def _tv(a: np.ndarray, b: np.ndarray) -> float:
-    return 0.5 * float(np.abs(a - b).sum())
-
-
 class Fit(NamedTuple):
     """One family at its best parameter."""
 
@@ -289,7 +286,7 @@ class _Scorer:
         v = round(float(v), 4)
         if v not in self.scores:
             law = exact_law(self.scenario, self.family.name, v)
-            self.scores[v] = math.inf if law is None else _tv(self.freq, law)
+            self.scores[v] = math.inf if law is None else total_variation(self.freq, law)
         return self.scores[v]
 
     def best(self) -> tuple[float, float]:
@@ -325,7 +322,7 @@ def diagnose(scenario: str, observed: np.ndarray, target_law: np.ndarray, *, see
         if not fam.exact:
             m = max(min(n, sample_n), 1)
             law = sampled_law(sc, fam.build(0.0), m, seed)
-            fits.append(Fit(name, fam.step, 0.0, _tv(freq, law), f"sampled, N = {m:,}"))
+            fits.append(Fit(name, fam.step, 0.0, total_variation(freq, law), f"sampled, N = {m:,}"))
             continue
         scorer = _Scorer(fam, scenario, freq)
         for v in fam.grid:
@@ -342,7 +339,7 @@ def diagnose(scenario: str, observed: np.ndarray, target_law: np.ndarray, *, see
         v, tv = scorers[top.family].refine()
         fits[fits.index(top)] = top._replace(value=v, tv=tv)
     fits.sort(key=lambda f: f.tv)
-    return Diagnosis(scenario, _tv(freq, target), noise_tv(target, n), fits, refused)
+    return Diagnosis(scenario, total_variation(freq, target), noise_tv(target, n), fits, refused)
 
 
 # --- the same families at one step of the sweep over the uniforms (prove --vocab) -------------------
@@ -413,7 +410,7 @@ def sweep_distance(sweep: Any, family: str, value: float) -> float:
             total += abs(s.implied[0] - a)
         else:
             law = rep if s.part == "replacement" else bonus
-            total += 0.5 * float(np.abs(np.asarray(s.implied) - _blocks(law, s.cuts)).sum())
+            total += total_variation(s.implied, _blocks(law, s.cuts))
     return total
 
 

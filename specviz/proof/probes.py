@@ -24,7 +24,7 @@ uniforms, and a stated right answer:
   permuted, split in two and each row alone give the same tokens row for row.
 - ``padded_vs_flat``: where the verifier has both layouts, the same tokens in both.
 
-Each probe calls the verifier in the asked dtype, backend and device (:class:`~specviz.proof.ship.CallSpec`).
+Each probe calls the verifier in the asked dtype, backend and device (:class:`~specviz.proof.handover.CallSpec`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .ship import CallSpec, Handover, Round, Tables, as_numpy, outcome, realistic_tables
+from ..verifiers.verify import PAD_TOKEN
+from .handover import CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
 
-PAD_TOKEN = -1
 V_PROBE = 11  # an odd small vocabulary; token V - 1 = 10 is a real column
 NUMPY64 = CallSpec("float64", "numpy")  # prove's own form, the default without --vocab
 COINS = (0.0, 2.0**-53, 0.5, 1.0 - 2.0**-53)
@@ -166,8 +166,6 @@ def edges(verifier: Callable[..., Any], spec: CallSpec) -> list[Probe]:
 def batch_invariance(verifier: Callable[..., Any], spec: CallSpec, seed: int = 0, V: int = 1000) -> Probe:
     t = realistic_tables(V, 3, 12, seed=seed, dtype=spec.dtype)
     rng = np.random.default_rng(seed)
-    from .ship import draw_round
-
     r = draw_round(rng, t)
     whole, _ = _call(verifier, spec, t, r.draft_tokens, r.accept, r.sample)
 
@@ -188,8 +186,6 @@ def batch_invariance(verifier: Callable[..., Any], spec: CallSpec, seed: int = 0
 
 def padded_vs_flat(padded: Callable[..., Any], flat: Callable[..., Any], spec: CallSpec, seed: int = 0) -> Probe:
     t = realistic_tables(1000, 4, 16, seed=seed, dtype=spec.dtype)
-    from .ship import draw_round
-
     r = draw_round(np.random.default_rng(seed), t)
     a = _call(padded, CallSpec(spec.dtype, spec.backend, spec.device, "padded"), t, r.draft_tokens, r.accept,
               r.sample)[0]  # fmt: skip
@@ -247,4 +243,9 @@ def probe_lines(probes: list[Probe], width: int = 96) -> list[str]:
     return lines
 
 
-__all__ = ["Probe", "as_numpy", "run_probes", "probe_lines"]
+def probe_records(probes: list[Probe]) -> list[dict[str, str]]:
+    """The probes as JSON-ready records (``prove --json`` and ``prove --vocab --json``)."""
+    return [{"name": p.name, "verdict": p.verdict, "detail": p.detail} for p in probes]
+
+
+__all__ = ["Probe", "run_probes", "probe_lines", "probe_records"]

@@ -63,48 +63,30 @@ from ..verifiers.verify import verify
 from . import court, stats, theory
 from . import harness as _harness
 from . import simulate as _simulate
-from .bugs import BUGS, Bug
-from .controls import KINDS, _tree_resample_from_p, kind_controls
+from .bugs import Bug
+from .controls import kind_controls
 from .harness import guard, stops_the_suite, time_limit
 from .markov import Drafter, DrafterMode
-from .registry import as_chain, as_verify_signature, signature_of
+from .registry import as_verify_signature, signature_of
 from .report import (
-    TOP_CELLS,
     CaseResult,
-    Cell,
     ExactCase,
-    Explanation,
     NearestBug,
     SuiteResult,
-    case_record,
     diagnose_case,
     exact_bug_law,
     explain,
-    top_cells,
 )
 from .scenarios import (
-    CHAIN_SEED,
     HOME,
-    REFERENCE_P,
     SCENARIOS,
     Scenario,
-    bonus_shapes,
     can_show,
-    cell_tokens,
-    coverage,
-    default_home,
     get_scenario,
     scenario_chains,
 )
 from .simulate import generate
 from .stats import ALPHA, ChiSquare, MeanTest, chi_square, counts, joint_test, mean_test, position_tests
-
-__all__ = [  # re-exported: the suite's callers import these from here
-    "BUGS", "CHAIN_SEED", "HOME", "KINDS", "REFERENCE_P", "SCENARIOS", "TOP_CELLS", "Bug", "CaseResult", "Cell",
-    "ExactCase", "Explanation", "NearestBug", "Scenario", "SuiteResult", "as_chain", "bonus_shapes", "can_show",
-    "case_record", "cell_tokens", "coverage", "default_home", "exact_bug_law", "explain", "get_scenario",
-    "kind_controls", "scenario_chains", "top_cells", "_tree_resample_from_p", "theory",
-]  # fmt: skip
 
 DEFAULT_N = 300_000
 SAMPLED_N = 100_000  # sequences of a bug run only to explain a failure, when its exact law is unavailable
@@ -267,10 +249,9 @@ def verifier_traceback(e: BaseException) -> str:
 
 def _error_case(sc: Scenario, label: str, is_bug: bool, law: np.ndarray, n: int, e: BaseException, secs: float,
                 alpha: float) -> CaseResult:  # fmt: skip
-    nan = float("nan")
-    empty = ChiSquare(nan, 0, nan, nan, alpha, nan, nan, stats.POWER, 0, 0, 0, False)
-    tokens = MeanTest(nan, nan, nan, nan, 0, alpha, nan, stats.POWER, False, False)
-    return CaseResult(sc.name, label, is_bug, empty, empty, [], tokens, False, secs, np.zeros(law.size), law,
+    empty = ChiSquare.empty(alpha)
+    return CaseResult(scenario=sc.name, verifier=label, is_bug=is_bug, joint=empty, first_token=empty, positions=[],
+                      tokens=MeanTest.empty(alpha), passed=False, seconds=secs, observed=np.zeros(law.size), law=law,
                       n=n, error=f"{type(e).__name__}: {e}", traceback=verifier_traceback(e))  # fmt: skip
 
 
@@ -291,9 +272,9 @@ def nearest_bugs(
             continue
         law = exact_bug_law(sc.name, b.name, kind)
         if law is not None:
-            if 0.5 * np.abs(law - target_law).sum() < 1e-9:
+            if theory.total_variation(law, target_law) < 1e-9:
                 continue  # the bug does not change the law in this scenario
-            out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), "exact"))
+            out.append(NearestBug(b.name, theory.total_variation(freq, law), "exact"))
             continue
         ctrl = by_bug.get(b.name) or run_case(sc, n=min(max(res.n, 1), SAMPLED_N), seed=seed, bug=b, alpha=alpha,
                                               kind=kind)  # fmt: skip
@@ -302,7 +283,7 @@ def nearest_bugs(
         if ctrl.conclusive and not ctrl.failed:
             continue  # invisible in this scenario: its law is the target's as far as N can tell
         law = ctrl.observed / max(ctrl.observed.sum(), 1.0)
-        out.append(NearestBug(b.name, float(0.5 * np.abs(freq - law).sum()), f"sampled, N = {ctrl.n:,}"))
+        out.append(NearestBug(b.name, theory.total_variation(freq, law), f"sampled, N = {ctrl.n:,}"))
         sampled.append(b.name)
     out.sort(key=lambda x: x.tv)
     notes = []
@@ -409,8 +390,9 @@ def run_suite(
         if all(r.verdict == "missed" for r in mine):
             failures.append(f"{b} was not caught in {', '.join(r.scenario for r in mine)}")
     needs = [r.needed_n for r in results if r.verdict == "inconclusive" and r.needed_n]
-    return SuiteResult(results, not failures and not inconclusive, failures, control_names, inconclusive,
-                       max(needs) if needs else None, tuple(exact), kind)  # fmt: skip
+    return SuiteResult(results=results, ok=not failures and not inconclusive, failures=failures,
+                       controls=control_names, inconclusive=inconclusive, needed_n=max(needs) if needs else None,
+                       exact=tuple(exact), kind=kind)  # fmt: skip
 
 
 class Calibration(NamedTuple):
@@ -456,8 +438,9 @@ def rejection_rate(rejections: int, trials: int, alpha: float) -> Calibration:
     ci = bt.proportion_ci(confidence_level=0.95, method="exact")
     crit = rejection_critical(trials, alpha)
     p = float(bt.pvalue)
-    return Calibration(trials, rejections, rejections / trials, alpha, float(ci.low), float(ci.high), p, crit,
-                       rejections >= crit, p > CALIBRATION_LEVEL)  # fmt: skip
+    return Calibration(trials=trials, rejections=rejections, rate=rejections / trials, alpha=alpha,
+                       ci_low=float(ci.low), ci_high=float(ci.high), binom_p=p, critical=crit,
+                       far_above=rejections >= crit, consistent=p > CALIBRATION_LEVEL)  # fmt: skip
 
 
 def calibrate_tests(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +29,7 @@ from .markov import Drafter
 from .registry import as_verify_signature
 from .scenarios import HOME, SCENARIOS, cell_tokens, scenario_chains
 from .stats import ChiSquare, MeanTest
+from .theory import total_variation
 
 TOP_CELLS = 5  # cells listed in the explanation of a failure
 
@@ -147,27 +149,6 @@ class CaseResult(NamedTuple):
             return "inconclusive"
         return "missed" if self.is_bug else "pass"
 
-    # The tokens test under its former names.
-    @property
-    def tokens_measured(self) -> float:
-        return self.tokens.measured
-
-    @property
-    def tokens_theory(self) -> float:
-        return self.tokens.expected
-
-    @property
-    def tokens_se(self) -> float:
-        return self.tokens.se
-
-    @property
-    def tokens_z(self) -> float:
-        return self.tokens.z
-
-    @property
-    def tokens_passed(self) -> bool:
-        return self.tokens.passed
-
 
 class SuiteResult(NamedTuple):
     results: list[CaseResult]
@@ -215,7 +196,7 @@ def explain(res: CaseResult, nearest: list[NearestBug] | None = None, note: str 
     ``families`` of known mistakes fitted to it (:func:`diagnose_case`)."""
     sc = SCENARIOS[res.scenario]
     obs = np.asarray(res.observed, dtype=np.float64)
-    tv = 0.5 * float(np.abs(obs / max(obs.sum(), 1) - res.law.ravel()).sum())
+    tv = total_variation(obs / max(obs.sum(), 1), res.law.ravel())
     return Explanation(sc.name, sc.covers, top_cells(obs, res.law), tv, nearest or [], note, families,
                        families_note, by_position(res))  # fmt: skip
 
@@ -262,18 +243,26 @@ def exact_bug_law(scenario: str, bug: str, kind: str = "chain") -> np.ndarray | 
     return law
 
 
+def clean(x: Any) -> Any:
+    """JSON-ready: NumPy scalars and arrays to Python, non-finite floats to None, recursively."""
+    if isinstance(x, Mapping):
+        return {str(k): clean(v) for k, v in x.items()}
+    if isinstance(x, tuple) and hasattr(x, "_asdict"):
+        return clean(x._asdict())
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return clean(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
 def case_record(r: CaseResult) -> dict[str, Any]:
     """Every field of a case as plain JSON-ready data: what ``prove --json`` prints and what an
     app page offers for download. Cells are keyed by their tokens ("0 2 1")."""
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, (bool, np.bool_)):
-            return bool(x)
-        if isinstance(x, (int, np.integer)):
-            return int(x)
-        if isinstance(x, (float, np.floating)):
-            return float(x) if math.isfinite(x) else None
-        return x
 
     def chi(c: Any) -> dict[str, Any]:
         return {**{k: clean(v) for k, v in c._asdict().items()}, "conclusive": c.conclusive}
@@ -338,7 +327,7 @@ def home_tvs(bug: str) -> str:
             out.append(f"{h}: exact law unavailable")
             continue
         target = scenario_chains(sc)[0].joint_law(sc.L).ravel()
-        out.append(f"{h}: {0.5 * float(np.abs(law - target).sum()):.4f} (joint law of L = {sc.L} tokens)")
+        out.append(f"{h}: {total_variation(law, target):.4f} (joint law of L = {sc.L} tokens)")
     return "; ".join(out)
 
 
@@ -350,7 +339,7 @@ def fault_tv(name: str) -> str:
         fn = FAULTS[name].verifier
         assert fn is not None  # inclusive_coin is a faulty function (other faults may have none)
         law = verifier_law(fn, target, Drafter(draft), L=sc.L, num_draft=sc.K, K=sc.K).law
-        tv = 0.5 * float(np.abs(law.ravel() - target.joint_law(sc.L).ravel()).sum())
+        tv = total_variation(law.ravel(), target.joint_law(sc.L).ravel())
         return (
             f"reference: {tv:.4f} (joint law of L = {sc.L} tokens, continuous uniforms; a coin of exactly 0 shows it)"
         )

@@ -1,35 +1,40 @@
-"""Prove the verifier people ship: realistic inputs at vocabulary V, and the paired test against the reference.
+"""``prove --vocab``: a verifier judged the way an engine calls it. The same in Python: :func:`prove_shipped`.
 
-# B rows, K drafts (padded width), V vocabulary, N total drafts (flat layout)
+# B rows, K drafts (padded width), V vocabulary
 
-``prove`` alone calls a verifier with float64 NumPy tables at V = 4. Engines ship float32 or
-bfloat16 torch tensors at V = 32k-128k in a flat layout, and the mistakes that live there (q
-rounded to bfloat16 in the ratio, a float32 residual) move the law by 1e-3 in TV or less:
-sampling at V = 4 never sees them. Two tools here see them.
+``prove`` alone calls a verifier with float64 NumPy tables at V = 4; the mistakes that live in
+engines (q rounded to bfloat16 in the ratio, a float32 residual) move the law by 1e-3 in TV or
+less, and sampling at V = 4 never sees them. Three steps, each printed with what it covers, on
+realistic rows handed over as an engine does (:mod:`specviz.proof.handover`):
 
-**Realistic inputs** (:func:`realistic_tables`). Every target row and draft row is its own
-context: Zipf-like logits (rank r has weight about r^-1.1) reshuffled per row by noise, a few
-hot tokens, exact ties and near-ties at the top, exact zeros (a min-p cut: tokens below
-e^-c times the row's largest probability are removed; c differs per row, some rows keep
-every token), and a drafter whose row is the target's logits plus its own noise, temperature,
-hot tokens and cut, so q has zeros where p has not and the other way round. Rows are ragged
-(num_draft in [0, K], both ends present), drafts are drawn from q as given, and every table
-is handed over in the asked dtype, backend, device and layout. The values the verifier gets
-are the values the reference gets (rounded to the dtype first).
+1. the fault probes (:mod:`specviz.proof.probes`) in the asked dtype, backend and layout;
+2. **the paired test** (:func:`paired_test`). The verifier and the reference run on the same
+   inputs with the same explicit uniforms. Given the uniforms each is a function, so the pair
+   (verifier's row, reference's row) is a coupling of their two laws, and the coupling
+   inequality bounds the distance between the laws by the chance that the coupled rows differ:
+   TV(verifier, reference) <= P(mismatch). With m mismatches in n independent rows the one-sided
+   95% upper bound on P(mismatch) is Clopper-Pearson's; with m = 0 it is 1 - 0.05^(1/n) <=
+   -ln(0.05)/n ~ 3/n, which we report. The reference's own distance from the target is at most
+   V / GRID (its draw floors each weight to a multiple of 2^-48), so
+   TV(verifier, target) <= bound + V * 2^-48. The bound covers the laws of whole rows (accepted
+   drafts, replacement or bonus) on the tables exercised, averaged over their rows; it says
+   nothing about distributions the test did not generate. Every mismatch is saved as a
+   reproducer: an .npz with that one row's inputs and uniforms, replayed by :func:`replay` or
+   ``python -m specviz prove --verifier M:F --replay FILE``;
+3. where rows mismatch, the sweep over the uniforms (:mod:`specviz.proof.sweep`) decides
+   whether the verifier reads its uniforms another valid way (its law is the target's at
+   every step swept) or its law is wrong; a wrong law is compared with the families of known
+   mistakes at those steps (:func:`specviz.proof.families.diagnose_sweep`).
 
-**The paired test** (:func:`paired_test`). The verifier and the reference run on the same
-inputs with the same explicit uniforms. Given the uniforms each is a function, so the pair
-(verifier's row, reference's row) is a coupling of their two laws, and the coupling
-inequality bounds the distance between the laws by the chance that the coupled rows differ:
-TV(verifier, reference) <= P(mismatch). With m mismatches in n independent rows the one-sided
-95% upper bound on P(mismatch) is Clopper-Pearson's; with m = 0 it is 1 - 0.05^(1/n) <=
--ln(0.05)/n ~ 3/n, which we report. The reference's own distance from the target is at most
-V * 2^-48 (its draw floors each weight to a multiple of 2^-48), so
-TV(verifier, target) <= bound + V * 2^-48. The bound covers the laws of whole rows (accepted
-drafts, replacement or bonus) on the tables exercised, averaged over their rows; it says
-nothing about distributions the test did not generate. Every mismatch is saved as a
-reproducer: an .npz with that one row's inputs and uniforms, replayed by :func:`replay` or
-``python -m specviz prove --verifier M:F --replay FILE``.
+Example (runs in a few seconds)::
+
+    from specviz import verify
+    from specviz.proof.handover import CallSpec
+    from specviz.proof.ship import prove_shipped
+
+    report = prove_shipped(verify, V=1000, K=4, spec=CallSpec("float32", "numpy"), tv=0.01)
+    assert report.verdict == "PASS"
+    print("\\n".join(report.lines()))
 """
 
 from __future__ import annotations
@@ -38,252 +43,41 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import InputError
-from ..verifiers._xp import is_torch
+from ..verifiers.reference import GRID  # each weight floored to 1 / GRID: TV(reference, target) <= V / GRID
+from .blackbox import BlackBox, blackbox_tests
+from .families import SweepDiagnosis, diagnose_sweep
+from .handover import (
+    BACKENDS,
+    DEFAULT_SPEC,
+    DEVICES,
+    DTYPES,
+    LAYOUTS,
+    ORACLE,
+    CallSpec,
+    Handover,
+    Round,
+    Tables,
+    _round_to,
+    cuda_available,
+    draw_round,
+    outcome,
+    realistic_tables,
+)
+from .probes import Probe, probe_lines, probe_records, run_probes
+from .report import clean
+from .sweep import Sweep, sweep
 
-DTYPES = ("float32", "bfloat16", "float16", "float64")
-BACKENDS = ("numpy", "torch")
-DEVICES = ("cpu", "cuda")
-LAYOUTS = ("padded", "flat")
 CONFIDENCE = 0.95  # the certified bound's one-sided level
-REFERENCE_GRID = 2.0**-48  # the reference floors each weight to this grid: TV(reference, target) <= V * it
-PAD_TOKEN = -1
 MAX_REPRODUCERS = 5  # mismatching rows saved per run (each .npz holds a row's (2K+1, V) tables)
+STOP_AFTER = 5  # mismatches before the paired test hands the question to the sweep (and reproducers saved)
 
 
-def reference_verify() -> Callable[..., Any]:
-    """The oracle: :func:`specviz.verifiers.reference.verify`, or :func:`specviz.verify` until it exists."""
-    ref: Callable[..., Any]
-    try:
-        from ..verifiers.reference import verify as ref
-    except ImportError:  # issue 17's reference not written yet: the engine stands in
-        from ..verifiers.verify import verify as ref
-    return ref
-
-
-def oracle_name() -> str:
-    ref = reference_verify()
-    return f"{ref.__module__}.{ref.__name__}"
-
-
-@dataclass(frozen=True)
-class CallSpec:
-    """How an engine hands the verifier its tables."""
-
-    dtype: str = "float32"
-    backend: str = "torch"
-    device: str = "cpu"
-    layout: str = "padded"
-
-    def __post_init__(self) -> None:
-        for name, value, allowed in (("--dtype", self.dtype, DTYPES), ("--backend", self.backend, BACKENDS),
-                                     ("--device", self.device, DEVICES), ("--layout", self.layout, LAYOUTS)):
-            if value not in allowed:
-                raise InputError(name, "one of " + ", ".join(allowed), repr(value))
-        if self.backend == "numpy" and self.dtype in ("bfloat16",):
-            raise InputError("--dtype", "float32, float16 or float64 with --backend numpy (NumPy has no bfloat16)",
-                             repr(self.dtype))
-        if self.backend == "numpy" and self.device != "cpu":
-            raise InputError("--device", "cpu with --backend numpy", repr(self.device))
-
-    def describe(self) -> str:
-        return f"{self.dtype} {self.backend} on {self.device}, {self.layout} layout"
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-class Tables(NamedTuple):
-    """One batch of contexts, as float64 NumPy holding exactly the values handed over.
-
-    ``target``: (B, K+1, V); ``draft``: (B, K, V); ``num_draft``: (B,) int64 in [0, K];
-    ``cdf``: (B, K, V) running sums of ``draft`` (drafts are drawn from q as given).
-    """
-
-    target: np.ndarray
-    draft: np.ndarray
-    num_draft: np.ndarray
-    cdf: np.ndarray
-
-
-def _round_to(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values rounded to ``dtype`` and back: exactly what a table of that dtype holds."""
-    if dtype == "float64":
-        return values
-    if dtype in ("float32", "float16"):
-        return values.astype(dtype).astype(np.float64)
-    import torch
-
-    return torch.from_numpy(values).to(torch.bfloat16).double().numpy()
-
-
-def _rows(rng: np.random.Generator, logits: np.ndarray, dtype: str) -> np.ndarray:
-    """(R, V) logits -> probabilities with a min-p cut per row, rounded to dtype, positive rows."""
-    R, V = logits.shape
-    z = logits - logits.max(axis=1, keepdims=True)  # (R, V) top logit 0
-    cut = rng.choice([np.inf, np.inf, 20.0, 12.0, 6.0], size=R)  # some rows keep every token
-    z[z < -cut[:, None]] = -np.inf  # exact zeros: p(x) < e^-c * max p removed
-    w = np.exp(z)
-    p = _round_to(w / w.sum(axis=1, keepdims=True), dtype)  # (R, V)
-    return p
-
-
-def _context_logits(rng: np.random.Generator, R: int, V: int, base: np.ndarray) -> np.ndarray:
-    """(R, V) logits of R contexts: the shared Zipf ranks reshuffled by noise, hot tokens, ties."""
-    z = base[None, :] + 1.5 * rng.standard_normal((R, V), dtype=np.float32).astype(np.float64)  # (R, V)
-    top = z.max(axis=1)
-    for h in range(4):  # a few hot tokens per row, some rows one dominant token
-        cols = rng.integers(0, V, size=R)
-        boost = rng.choice([0.0, 1.0, 3.0, 6.0], size=R) if h else rng.choice([2.0, 4.0, 9.0], size=R)
-        z[np.arange(R), cols] = top + boost - h
-    hot = z.argmax(axis=1)
-    tie = rng.integers(0, V, size=R)
-    ties = rng.random(R) < 0.3  # an exact tie with the hottest token
-    z[np.arange(R)[ties], tie[ties]] = z[np.arange(R)[ties], hot[ties]]
-    near = rng.random(R) < 0.3  # a near-tie: the next float below
-    other = rng.integers(0, V, size=R)
-    z[np.arange(R)[near], other[near]] = np.nextafter(z[np.arange(R)[near], hot[near]], -np.inf)
-    sharp = rng.choice([0.15, 1.0, 1.0, 1.5], size=R)  # some contexts nearly flat, others peaked
-    return z * sharp[:, None]
-
-
-def realistic_tables(V: int, K: int, B: int, *, seed: int = 0, dtype: str = "float32") -> Tables:
-    """A batch of B context-dependent rows shaped like real models (see the module docstring).
-
-    ``V`` >= 2, ``K`` in [1, 8] drafts per row at most, ``B`` >= 2 rows (one row has no draft,
-    one has K). The values are those of ``dtype``: every table of the returned float64 arrays
-    converts to it exactly.
-    """
-    for name, value, lo, hi in (("V", V, 2, 1 << 20), ("K", K, 1, 8), ("B", B, 2, 1 << 16)):
-        if not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
-            raise InputError(name, f"an integer in [{lo}, {hi}]", repr(value))
-    if dtype not in DTYPES:
-        raise InputError("dtype", "one of " + ", ".join(DTYPES), repr(dtype))
-    rng = np.random.default_rng(seed)
-    base = -1.1 * np.log1p(rng.permutation(V).astype(np.float64))  # (V,) Zipf ranks, shared "language"
-    zp = _context_logits(rng, B * (K + 1), V, base)  # (B(K+1), V)
-    target = _rows(rng, zp, dtype).reshape(B, K + 1, V)
-    zq = zp.reshape(B, K + 1, V)[:, :K].reshape(B * K, V)  # the drafter sees the same contexts
-    temp = rng.choice([0.7, 1.0, 1.3], size=B * K)[:, None]
-    zq = (zq + 0.8 * rng.standard_normal((B * K, V), dtype=np.float32)) / temp
-    wrong = rng.integers(0, V, size=B * K)  # the drafter's own favourite, often one p rules out
-    zq[np.arange(B * K), wrong] = zq.max(axis=1) + rng.choice([0.0, 2.0], size=B * K)
-    draft = _rows(rng, zq, dtype).reshape(B, K, V)
-    num_draft = rng.integers(0, K + 1, size=B)
-    num_draft[rng.random(B) < 0.5] = K  # most rows full, the rest ragged
-    num_draft[0], num_draft[-1] = 0, K
-    return Tables(target, draft, num_draft.astype(np.int64), np.cumsum(draft, axis=-1))
-
-
-class Round(NamedTuple):
-    """One call's randomness: drafts drawn from q, and the verifier's explicit uniforms.
-
-    ``draft_tokens`` (B, K) int64, -1 past num_draft; ``accept`` (B, K) and ``sample`` (B,) in [0, 1).
-    """
-
-    draft_tokens: np.ndarray
-    accept: np.ndarray
-    sample: np.ndarray
-
-
-def draw_round(rng: np.random.Generator, t: Tables) -> Round:
-    B, K, V = t.draft.shape
-    u = rng.random((B, K))
-    tokens = np.full((B, K), PAD_TOKEN, dtype=np.int64)
-    for b in range(B):
-        for i in range(int(t.num_draft[b])):
-            c = t.cdf[b, i]
-            tokens[b, i] = min(int(np.searchsorted(c, u[b, i] * c[-1], side="right")), V - 1)
-            while t.draft[b, i, tokens[b, i]] == 0:  # float rounding at a zero's edge: step back
-                tokens[b, i] -= 1
-    return Round(tokens, rng.random((B, K)), rng.random((B,)))
-
-
-class Call(NamedTuple):
-    """The positional arguments and uniforms of one verifier call, in the engine's form."""
-
-    args: tuple
-    uniforms: tuple
-
-
-def flat_index(num_draft: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Masks (B, K) of real drafts and (B, K+1) of real target rows, in row-major (flat) order."""
-    return (np.arange(K)[None, :] < num_draft[:, None], np.arange(K + 1)[None, :] <= num_draft[:, None])
-
-
-class Handover:
-    """Converts tables to the engine's form once, and each round's tokens and uniforms per call."""
-
-    def __init__(self, t: Tables, spec: CallSpec) -> None:
-        self.spec, self.t = spec, t
-        K = t.draft.shape[1]
-        self.valid, self.valid_t = flat_index(t.num_draft, K)
-        if spec.layout == "flat":
-            P, Q = t.target[self.valid_t], t.draft[self.valid]  # (N+B, V), (N, V)
-            self.counts = np.concatenate([[0], np.cumsum(t.num_draft)]).astype(np.int64)  # (B+1,) indptr
-        else:
-            P, Q, self.counts = t.target, t.draft, t.num_draft
-        self.P, self.Q = self.tables(P), self.tables(Q)
-        # The reference reads the same values in the type the engine computes them in (half -> float32).
-        ref_type = np.float64 if spec.dtype == "float64" else np.float32
-        self.ref_P, self.ref_Q = t.target.astype(ref_type), t.draft.astype(ref_type)
-
-    def tables(self, a: np.ndarray) -> Any:
-        s = self.spec
-        if s.backend == "numpy":
-            return np.ascontiguousarray(a.astype(s.dtype))
-        import torch
-
-        table = torch.from_numpy(np.require(a, requirements=["C", "W"]))
-        return table.to(device=s.device, dtype=getattr(torch, s.dtype))
-
-    def small(self, a: np.ndarray) -> Any:
-        if self.spec.backend == "numpy":
-            return a
-        import torch
-
-        return torch.from_numpy(np.require(a, requirements=["C", "W"])).to(self.spec.device)
-
-    def reference(self, ref: Callable[..., Any], r: Round) -> np.ndarray:
-        """(B, K+1) the reference's tokens on this round, padded layout, the same values and uniforms."""
-        res = ref(self.ref_P, self.ref_Q, r.draft_tokens, self.t.num_draft, uniforms=(r.accept, r.sample),
-                  validate=False)  # fmt: skip
-        return outcome(res, *r.draft_tokens.shape)[0]
-
-    def call(self, r: Round) -> Call:
-        if self.spec.layout == "flat":
-            x, ua = r.draft_tokens[self.valid], r.accept[self.valid]  # (N,), (N,)
-        else:
-            x, ua = r.draft_tokens, r.accept
-        args = (self.P, self.Q, self.small(x), self.small(self.counts))
-        return Call(args, (self.small(ua), self.small(r.sample)))
-
-
-def as_numpy(a: Any) -> np.ndarray:
-    if is_torch(a):
-        return a.detach().cpu().numpy()
-    return np.asarray(a)
-
-
-def outcome(res: Any, B: int, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens (B, K+1) int64 with -1 past num_tokens, num_tokens (B,)) of a result, checked."""
-    tokens = as_numpy(res.tokens).astype(np.int64)
-    n = as_numpy(res.num_tokens).astype(np.int64).reshape(-1)
-    if tokens.shape != (B, K + 1) or n.shape != (B,):
-        raise InputError("result", f"tokens (B, K+1) = ({B}, {K + 1}) and num_tokens ({B},)",
-                         f"{tokens.shape} and {n.shape}")  # fmt: skip
-    tokens = np.where(np.arange(K + 1)[None, :] < n[:, None], tokens, PAD_TOKEN)
-    return tokens, n
+# --- the paired test ---------------------------------------------------------------------------------
 
 
 def certified_bound(mismatches: int, rows: int, confidence: float = CONFIDENCE) -> float:
@@ -373,7 +167,7 @@ def paired_test(
     *,
     V: int,
     K: int = 4,
-    spec: CallSpec = CallSpec(),
+    spec: CallSpec = DEFAULT_SPEC,
     tv: float = 1e-3,
     rows: int | None = None,
     batch: int | None = None,
@@ -403,7 +197,6 @@ def paired_test(
         raise InputError("tv", "a bound in (0, 1)", repr(tv))
     want = rows_for(tv) if rows is None else int(rows)
     B = batch or (32 if V > 32768 else 64 if V > 4096 else 256)
-    ref = reference_verify()
     rng = np.random.default_rng([seed, 18])
     saved: list[str] = []  # the reproducers' paths
     t0, done, drafts, bad, calls = time.perf_counter(), 0, 0, 0, 0
@@ -417,7 +210,7 @@ def paired_test(
             if done >= want or bad >= stop_after:
                 break
             r = draw_round(rng, t)
-            expected = hand.reference(ref, r)
+            expected = hand.reference(r)
             c = hand.call(r)
             try:
                 got, _ = outcome(verifier(*c.args, uniforms=c.uniforms), B, K)
@@ -437,8 +230,9 @@ def paired_test(
                 last_note = now
                 left = (now - t0) / done * (want - done)
                 progress(f"paired test: {done:,} of {want:,} rows, {bad:,} mismatches, about {left:.0f} s left")
-    return Paired(done, drafts, bad, certified_bound(bad, done), V * REFERENCE_GRID, V, K, spec, oracle_name(),
-                  time.perf_counter() - t0, tuple(saved), error)  # fmt: skip
+    return Paired(rows=done, drafts=drafts, mismatches=bad, bound=certified_bound(bad, done), reference_tv=V / GRID,
+                  V=V, K=K, spec=spec, oracle=ORACLE, seconds=time.perf_counter() - t0, reproducers=tuple(saved),
+                  error=error)  # fmt: skip
 
 
 class Replay(NamedTuple):
@@ -468,7 +262,215 @@ def replay(path: str, verifier: Callable[..., Any]) -> Replay:
         expected = f["expected"]
     K = t.draft.shape[1]
     hand = Handover(t, spec)
-    ref = hand.reference(reference_verify(), r)
+    ref = hand.reference(r)
     c = hand.call(r)
     got, _ = outcome(verifier(*c.args, uniforms=c.uniforms), 1, K)
     return Replay(path, expected, ref[0], got[0])
+
+
+# --- the verdict: probes, paired test, sweep ------------------------------------------------
+
+
+class Shipped(NamedTuple):
+    verdict: str  # "PASS" | "PASS (law)" | "FAIL" | "INCONCLUSIVE"
+    reason: str
+    probes: list[Probe]
+    paired: Paired | None
+    sweep: Sweep | None
+    threads: str  # what prove did with torch's threads
+    blackbox: BlackBox | None = None  # the sampled tests, for a verifier without uniforms=
+    diagnosis: SweepDiagnosis | None = None  # the families of known mistakes fitted to a failing sweep
+
+    def lines(self) -> list[str]:
+        out = [self.threads, "", "fault probes:"] + ["  " + s for s in probe_lines(self.probes)]
+        if self.paired is not None:
+            out += [""] + self.paired.lines()
+        if self.sweep is not None:
+            out += [""] + self.sweep.lines()
+        if self.diagnosis is not None:
+            out += [""] + self.diagnosis.lines()
+        if self.blackbox is not None:
+            out += [""] + self.blackbox.lines()
+        return [*out, "", f"{self.verdict}: {self.reason}"]
+
+
+def set_torch_threads(threads: int | None) -> str:
+    """Run torch at ``threads`` threads (default 1: on a shared machine torch's default, one per
+    core, cost 121 s of wall time against 16 s at one), and say so."""
+    try:
+        import torch
+    except ImportError:
+        return "torch not installed"
+    n = 1 if threads is None else threads
+    if n > 0:
+        torch.set_num_threads(n)
+    return f"torch threads: {torch.get_num_threads()}" + (" (--threads to change)" if threads is None else "")
+
+
+def prove_shipped(
+    verifier: Callable[..., Any],
+    *,
+    V: int,
+    K: int = 4,
+    spec: CallSpec = DEFAULT_SPEC,
+    tv: float = 1e-3,
+    seed: int = 0,
+    reproducers: str | None = None,
+    flat: Callable[..., Any] | None = None,
+    sweep_rows: int = 2,
+    threads: int | None = None,
+    blackbox_rows: int = 20_000,
+    progress: Callable[[str], None] | None = None,
+) -> Shipped:
+    """Probe ``verifier``, pair it with the reference at vocabulary ``V``, sweep where they differ.
+
+    ``verifier`` has :func:`specviz.verify`'s signature (``spec.layout`` flat: that of
+    :func:`specviz.verify_flat`) and takes ``uniforms=``; ``flat`` is its flat-layout twin, if
+    any (the padded-vs-flat probe). ``tv``: the bound the paired test certifies with no
+    mismatch (it runs -ln(0.05)/tv rows). ``reproducers``: a folder for mismatching rows.
+    ``threads``: torch's thread count (default 1). A verifier without ``uniforms=`` gets the
+    black-box tests instead (:mod:`specviz.proof.blackbox`, ``blackbox_rows`` rows on one context).
+    Returns :class:`Shipped`.
+    """
+    note = set_torch_threads(threads)
+    probes = run_probes(verifier, spec, flat=flat, seed=seed)
+    if any(p.verdict == "skipped" for p in probes):  # rng only: the law is sampled, token by token
+        box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress)
+        where = [c.part for c in box.failed]
+        if where:
+            verdict, reason = "FAIL", "the law breaks at: " + ", ".join(where)
+        elif all(c.conclusive for c in box.checks if c.part in ("first token", "acceptance")):
+            weak = [c.part for c in box.checks if not c.conclusive]
+            verdict, reason = "PASS", (f"every token law tested passed at V = {V:,}"
+                                       + (f" (inconclusive: {', '.join(weak)})" if weak else "")
+                                       + "; no uniforms=, so no paired test, sweep or probes")  # fmt: skip
+        else:
+            verdict, reason = "INCONCLUSIVE", "the first-token or acceptance test lacks power: more rows (--n)"
+        return Shipped(verdict, reason, probes, None, None, note, box)
+    paired = paired_test(verifier, V=V, K=K, spec=spec, tv=tv, seed=seed, reproducers=reproducers,
+                         stop_after=STOP_AFTER, progress=progress)  # fmt: skip
+    failed = [p.name for p in probes if p.failed]
+    swept = None
+    if paired.error is None and paired.mismatches:
+        swept = sweep(verifier, V=V, spec=spec, rows=sweep_rows, seed=seed, progress=progress)
+    if paired.error is not None:
+        verdict, reason = "FAIL", f"the verifier raised on realistic rows: {paired.error}"
+    elif swept is not None and not swept.passed:
+        bad = [f"row {s.row} {s.part}" for s in swept.steps if not s.passed]
+        verdict, reason = "FAIL", f"the law is wrong at {', '.join(bad)} (TV beyond the sweep's resolution)"
+    elif failed:
+        verdict, reason = "FAIL", "fault probes failed: " + ", ".join(failed)
+        if "batch_invariance" in failed:
+            reason += " (a row's tokens depend on other rows, as with misaligned rows: q of row b + 1 for row b)"
+    elif swept is not None:
+        verdict, reason = "PASS (law)", (f"{paired.mismatches} rows differ from the reference, but the law is the "
+                                         "target's at every step swept: another valid uniform convention "
+                                         "(no TV certificate from the paired test)")  # fmt: skip
+    else:
+        verdict, reason = "PASS", (f"TV(verifier, target) <= {paired.tv_bound:.3g} at 95% on {paired.rows:,} "
+                                   "realistic rows; every probe passed")  # fmt: skip
+    diagnosis = diagnose_sweep(swept) if swept is not None and not swept.passed else None
+    return Shipped(verdict, reason, probes, paired, swept, note, diagnosis=diagnosis)
+
+
+# --- the command line: ``prove --vocab`` and the probes of a plain ``prove`` (specviz/cli.py calls these)
+
+
+def add_arguments(p: Any) -> None:
+    """The ``prove`` flags of this module, on an argparse parser."""
+    p.add_argument("--vocab", type=int, help="judge the verifier at this vocabulary as an engine calls it: "
+                   "fault probes, the paired test against the reference, the sweep over the uniforms")
+    p.add_argument("--drafts", type=int, default=4, help="with --vocab: drafts per row at most, K (default 4)")
+    p.add_argument("--dtype", default="float32", help="with --vocab: " + "|".join(DTYPES) + " (default float32)")
+    p.add_argument("--backend", default="torch", help="with --vocab: " + "|".join(BACKENDS) + " (default torch)")
+    p.add_argument("--device", default="cpu", help="with --vocab: " + "|".join(DEVICES) + " (default cpu)")
+    p.add_argument("--layout", default="padded", help="with --vocab: " + "|".join(LAYOUTS) + " (default padded)")
+    p.add_argument("--tv", type=float, default=1e-3, help="with --vocab: the TV bound to certify (default 1e-3)")
+    p.add_argument("--reproducers", default="specviz-reproducers",
+                   help="with --vocab: folder for the .npz of each mismatching row")
+    p.add_argument("--replay", help="run one saved .npz reproducer through --verifier and the reference")
+    p.add_argument("--threads", type=int, help="torch threads (default 1, said in the output)")
+
+
+def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
+    """``prove --vocab`` or ``prove --replay``: print the report, return the exit status (0, 1 or 2)."""
+    import sys
+    import textwrap
+
+
+    try:
+        spec = CallSpec(args.dtype, args.backend, args.device, args.layout)
+        if args.verifier:
+            verifier = load(args.verifier)
+        else:
+            from ..verifiers.verify import verify, verify_flat
+
+            verifier = verify_flat if spec.layout == "flat" else verify
+        if args.replay:
+            note = set_torch_threads(args.threads)
+            r = replay(args.replay, verifier)
+            print(note)
+            print(f"replay {r.path}: reference {r.reference.tolist()} (saved {r.expected.tolist()}), "
+                  f"verifier {r.got.tolist()}")  # fmt: skip
+            print("reproduced: the verifier still differs" if r.reproduced else "not reproduced: they agree now")
+            return 1 if r.reproduced else 0
+        if args.vocab < 2:
+            raise InputError("--vocab", "a vocabulary of at least 2 tokens", str(args.vocab))
+        if not 1 <= args.drafts <= 8:
+            raise InputError("--drafts", "K in [1, 8]", str(args.drafts))
+        if spec.device == "cuda" and not cuda_available():
+            print("SKIPPED: --device cuda asked, and no CUDA device is present here")
+            return 0
+        from ..verifiers.verify import verify_flat
+
+        engine = getattr(verifier, "__module__", "").endswith("verifiers.verify")
+        flat = verify_flat if engine and spec.layout == "padded" else None  # the padded-vs-flat probe
+
+        def progress(msg: str) -> None:
+            if not args.quiet:
+                print(msg, file=sys.stderr)
+
+        import contextlib
+
+        # --json: nothing but the JSON on stdout (a verifier's own prints go to stderr with the progress)
+        with contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext():
+            report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
+                                   reproducers=args.reproducers, flat=flat, threads=args.threads,
+                                   blackbox_rows=args.n, progress=progress)  # fmt: skip
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    status = 0 if report.verdict.startswith("PASS") else 3 if report.verdict == "INCONCLUSIVE" else 1
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps(record(report), indent=2, allow_nan=False))
+        return status
+    for line in report.lines():
+        print("\n".join(textwrap.wrap(line, 99, subsequent_indent="  ")) if len(line) > 99 else line)
+    if report.paired is not None and report.paired.reproducers:
+        print("replay one:")
+        print(f"  python -m specviz prove --verifier {args.verifier or 'specviz:verify'} --replay "
+              f"{report.paired.reproducers[0]}")  # fmt: skip
+    return status
+
+
+def record(report: Shipped) -> dict[str, Any]:
+    """``prove --vocab --json``: the report as strict JSON (what :meth:`Shipped.lines` prints, as fields)."""
+    pt, sw = report.paired, report.sweep
+    out: dict[str, Any] = {"verdict": report.verdict, "reason": report.reason, "threads": report.threads,
+                           "probes": probe_records(report.probes), "paired": None, "sweep": None}  # fmt: skip
+    if pt is not None:
+        out["paired"] = {"oracle": pt.oracle, "V": pt.V, "K": pt.K, "call": pt.spec.describe(), "rows": pt.rows,
+                         "drafts": pt.drafts, "mismatches": pt.mismatches, "bound": pt.bound,
+                         "reference_tv": pt.reference_tv, "tv_bound": pt.tv_bound, "seconds": pt.seconds,
+                         "reproducers": pt.reproducers, "error": pt.error}  # fmt: skip
+    if sw is not None:
+        out["sweep"] = {"passed": sw.passed, "seconds": sw.seconds, "calls": sw.calls,
+                        "steps": [{k: getattr(s, k) for k in ("row", "part", "tv", "resolution", "passed", "detail")}
+                                  for s in sw.steps]}  # fmt: skip
+    if report.diagnosis is not None:
+        out["diagnosis"] = report.diagnosis.lines()
+    if report.blackbox is not None:
+        out["blackbox"] = report.blackbox.lines()
+    return clean(out)

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..errors import InputError, digits
+from .theory import total_variation
 
 ALPHA = 0.001  # default level: a false alarm in 1 of 1000 honest runs
 MIN_EXPECTED = 5.0  # pool cells expected to hold fewer samples than this
@@ -54,6 +55,13 @@ class ChiSquare(NamedTuple):
     cells: int  # cells after pooling
     impossible: int  # samples in cells of probability 0
     passed: bool  # statistic below the critical value and no impossible sample
+
+    @classmethod
+    def empty(cls, alpha: float) -> ChiSquare:
+        """No test ran (the verifier raised): every number NaN, nothing passed."""
+        nan = float("nan")
+        return cls(statistic=nan, dof=0, p_value=nan, critical_value=nan, alpha=alpha, tv=nan, detectable_tv=nan,
+                   power=POWER, n=0, cells=0, impossible=0, passed=False)  # fmt: skip
 
     @property
     def conclusive(self) -> bool:
@@ -100,7 +108,7 @@ def chi_square(
     n = int(obs.sum())
     if n == 0:
         raise InputError("observed", "at least one sample", "0")
-    tv = 0.5 * float(np.abs(obs / n - p0).sum())
+    tv = total_variation(obs / n, p0)
     impossible = int(obs[p0 == 0].sum())
     o, e = _pool(obs[p0 > 0], n * p0[p0 > 0], min_expected)
     dof = max(len(o) - 1, 0)
@@ -240,6 +248,13 @@ class MeanTest(NamedTuple):
     power: float
     passed: bool  # |z| within the two-sided critical value
     conclusive: bool  # enough rounds, and ``detectable`` <= MIN_TOKENS
+
+    @classmethod
+    def empty(cls, alpha: float) -> MeanTest:
+        """No test ran (the verifier raised): every number NaN, nothing passed."""
+        nan = float("nan")
+        return cls(measured=nan, expected=nan, se=nan, z=nan, rounds=0, alpha=alpha, detectable=nan, power=POWER,
+                   passed=False, conclusive=False)  # fmt: skip
 
     @property
     def needed_rounds(self) -> int:

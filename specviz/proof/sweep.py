@@ -35,14 +35,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .ship import CallSpec, Handover, Round, Tables, outcome, realistic_tables
+from ..verifiers.reference import GRID
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, outcome, realistic_tables
+from .theory import total_variation
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines (the paired test's interval)
 GRID_POINTS = 64  # G: the first look at each indicator
 BISECT = 48  # halvings per transition: the boundary to 2^-48
 CUTS = 32  # C: cuts of the token ids at equal steps of the exact CDF
-REFERENCE_GRID = 2.0**-48
-DEFAULT_SPEC = CallSpec()
 
 
 class Step(NamedTuple):
@@ -173,8 +173,8 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
         tick(len(masses) / len(cuts))
     implied = np.diff(np.concatenate([[0.0], masses, [1.0]]))  # (C + 1,) block masses
     exact = np.diff(np.concatenate([[0.0], cdf[cuts] / cdf[-1], [1.0]]))
-    tv = 0.5 * float(np.abs(implied - exact).sum())
-    res = total_flips * 2.0**-BISECT + V * REFERENCE_GRID + 2 * eps
+    tv = total_variation(implied, exact)
+    res = total_flips * 2.0**-BISECT + V / GRID + 2 * eps
     return Step(row, part, tv, res, f"{len(cuts)} cuts, {total_flips} transitions", tuple(implied.tolist()),
                 tuple(int(c) for c in cuts))  # fmt: skip
 

@@ -33,9 +33,10 @@ Same arithmetic:
   close to the tolerance is summed again exactly (``specviz.verifiers._sample._check_sums``),
   so every path gives it the same verdict and message.
 
-Optional: the loops run when Numba imports, ``SPECVIZ_NUMBA`` is not ``0`` and ``SPECVIZ_BACKEND`` is
-not ``numpy`` (:func:`backend`, the one place the switch is read); otherwise (and
-for half precision or tables with negative strides) the NumPy code runs. Numba compiles each
+Optional: the loops run when Numba imports and ``SPECVIZ_BACKEND`` is not ``numpy``
+(:func:`backend`, the one place the switch is read, once per verifier call: see
+``specviz.verifiers.verify._dispatch``); otherwise (and for half precision or tables with
+negative strides) the NumPy code runs. Numba compiles each
 loop on first use (about a second; then cached on disk next to ``_fused_kernel.py`` or in the
 user's cache). ``tests/test_numba_pass.py`` compares both ways on bad inputs and
 ``tests/test_reference_parity.py`` compares every path with the reference.
@@ -52,7 +53,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-ENV = "SPECVIZ_NUMBA"  # set to 0 to use the NumPy passes instead
+from .._types import Array
+
 BACKEND_ENV = "SPECVIZ_BACKEND"  # auto | numba | numpy | torch: which engine path runs on the CPU
 BACKENDS = ("auto", "numba", "numpy", "torch")
 _kernels: Any = None  # the module of compiled loops, imported on first use; False when Numba is missing
@@ -63,7 +65,7 @@ def backend() -> str:
 
     - ``auto`` / ``numba``: the compiled loops where Numba is installed, else the NumPy code;
       torch CPU float32/float64 tensors are handed to that code on zero-copy views.
-    - ``numpy``: the NumPy code only (what ``SPECVIZ_NUMBA=0`` also asks for).
+    - ``numpy``: the NumPy code only (the compiled loops off).
     - ``torch``: torch CPU tensors run torch's own kernels instead of the hand-over (NumPy
       arrays run the NumPy code, loops included).
 
@@ -78,30 +80,28 @@ def backend() -> str:
     return value
 
 
-def switched_off() -> bool:
-    """``SPECVIZ_NUMBA=0`` (or false, no, off) is set, or ``SPECVIZ_BACKEND=numpy``."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-        return True
-    return backend() == "numpy"
-
-
-def torch_kernels() -> bool:
-    """``SPECVIZ_BACKEND=torch``: torch CPU tensors stay on torch's kernels (no hand-over to NumPy)."""
-    return backend() == "torch"
+def compiled(choice: str) -> bool:
+    """The compiled loops run on NumPy tables under the backend ``choice``: Numba loads, and the
+    choice is not ``numpy``. (Imports Numba on first use.)"""
+    return choice != "numpy" and _loops() is not False
 
 
 def enabled() -> bool:
-    """Numba is installed and not switched off by ``SPECVIZ_NUMBA=0``."""
-    if switched_off():
-        return False
-    return _loops() is not False
+    """The compiled loops run under the current ``SPECVIZ_BACKEND`` (Numba installed, not ``numpy``)."""
+    return compiled(backend())
 
 
-def usable(table: Any, other: Any = None) -> bool:
-    """NumPy float32/float64 tables whose rows are contiguous (``other`` too, same dtype), and Numba on.
+def switched_off() -> bool:
+    """``SPECVIZ_BACKEND=numpy``: the NumPy code only."""
+    return backend() == "numpy"
+
+
+def fits(table: Any, other: Any = None) -> bool:
+    """NumPy float32/float64 tables whose rows are contiguous (``other`` too, same dtype): what the loops read.
 
     The rows need not follow each other: a slice of a larger array, or one row broadcast to
-    every position, is read in place.
+    every position, is read in place. Whether the loops run at all is the caller's choice
+    (:func:`compiled`, made once per call).
     """
 
     def rows_ok(t: Any) -> bool:
@@ -113,8 +113,17 @@ def usable(table: Any, other: Any = None) -> bool:
             and all(st >= 0 and st % t.itemsize == 0 for st in t.strides[:-1])
         )
 
-    ok = rows_ok(table) and (other is None or (rows_ok(other) and other.dtype == table.dtype))
-    return ok and enabled()
+    return rows_ok(table) and (other is None or (rows_ok(other) and other.dtype == table.dtype))
+
+
+class BlockSums(NamedTuple):
+    """What :func:`block_sums` finds besides the block sums, each (R,) per row."""
+
+    p_bad: np.ndarray  # bool: an entry of p outside [+0, 1] or not finite
+    q_bad: np.ndarray  # bool: the same for q (checked only when asked)
+    p_sum: np.ndarray  # float64 float sum of p (for the sum check)
+    q_sum: np.ndarray  # float64 float sum of q
+    tokens: np.ndarray  # int64 the token drawn with the row's uniform
 
 
 def block_sums(
@@ -130,12 +139,12 @@ def block_sums(
     S: np.ndarray,
     checks: bool,
     u: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+) -> BlockSums | None:
     """Fill ``S`` (R, ceil(V / bs)) with the block sums of rows (b[r], sp[r]) of the tables.
 
     ``P``/``Q``: as in :func:`accept`. Weights: p (``Q`` and ``drop`` None), max(0, p - q), or
-    p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns (p_bad,
-    q_bad, p_sum, q_sum, tokens), each (R,): an entry of p (of q) outside [+0, 1] or not
+    p with column ``drop[r]`` zeroed (``drop[r]`` < 0: none). Returns :class:`BlockSums`, each
+    field (R,): an entry of p (of q) outside [+0, 1] or not
     finite, the float sums of p and q (for the sum check), and
     the token drawn with uniform ``u[r]`` (the first whose running weight exceeds
     floor(u * total); meaningless for a row without mass or one the guard refuses). p_bad is
@@ -169,7 +178,7 @@ def block_sums(
     )  # fmt: skip
     if done is _FAILED:
         return None
-    return pbad, qbad, psum, qsum, tokens
+    return BlockSums(p_bad=pbad, q_bad=qbad, p_sum=psum, q_sum=qsum, tokens=tokens)
 
 
 def _base(table: np.ndarray) -> np.ndarray:
@@ -192,13 +201,14 @@ def _row_origins(table: np.ndarray, start: np.ndarray | None, b: np.ndarray) -> 
 
 
 class Accepted(NamedTuple):
-    """What :func:`accept` computes for the chain rule's accept phase."""
+    """The chain rule's accept phase: what :func:`accept` computes, and
+    :func:`specviz.verifiers.verify._accept` (NumPy or torch arrays)."""
 
-    xs: np.ndarray  # (B, K) int64 draft ids, 0 at and past num_draft
-    first_fail: np.ndarray  # (B,) int64 first rejected position, or num_draft
-    tokens: np.ndarray  # (B, K + 1) int64 the kept drafts, -1 after (the caller adds the drawn token)
-    accept_uniforms: np.ndarray  # (B, K) the coins of the tested positions, NaN after
-    ratios: np.ndarray  # (B, K) p(x) / q(x) at tested positions with q(x) > 0, NaN elsewhere
+    xs: Array  # (B, K) int64 draft ids, 0 at and past num_draft
+    first_fail: Array  # (B,) int64 first rejected position, or num_draft
+    tokens: Array  # (B, K + 1) int64 the kept drafts, -1 after (the caller adds the drawn token)
+    accept_uniforms: Array  # (B, K) the coins of the tested positions, NaN after
+    ratios: Array  # (B, K) p(x) / q(x) at tested positions with q(x) > 0, NaN elsewhere
 
 
 def accept(

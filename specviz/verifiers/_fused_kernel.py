@@ -10,8 +10,8 @@ import numpy as np
 # Compiled code cached on disk (Numba's cache=True). specviz.verifiers._fused runs this module again
 # with ON_DISK = False (compiled in memory only) when Numba finds no writable cache directory.
 ON_DISK: bool = globals().get("ON_DISK", True)
-GRID = 2.0**48  # as specviz.verifiers._sample.GRID
-MAX_TOTAL = 2.0**52  # as specviz.verifiers._sample.MAX_TOTAL
+GRID = 2.0**48  # = specviz.verifiers.reference.GRID, imported from there as _sample.GRID will be
+MAX_TOTAL = 16 * GRID  # as specviz.verifiers._sample.MAX_TOTAL
 
 
 # Only additions of integers (or of the entries, for the loose sum check) may be reordered.

@@ -36,7 +36,7 @@ Three choices make this fast, reproducible and safe:
 - **Which kernels.** On the CPU with Numba installed, the block sums (with the row checks)
   run in one compiled loop per row, :mod:`specviz.verifiers._fused`: each block of 256 tokens
   is read once and every pass above runs on it while it is in the first-level cache, with the
-  same float operations, so the same tokens; ``SPECVIZ_NUMBA=0`` (or no Numba) runs the NumPy
+  same float operations, so the same tokens; ``SPECVIZ_BACKEND=numpy`` (or no Numba) runs the NumPy
   passes. Torch CPU tensors in float32/float64 are verified by the NumPy code on zero-copy
   views (``specviz.verifiers.verify._numpy_twin``: torch's per-call cost made the same code
   slower than NumPy's). CUDA tensors and half precision run the torch code; CUDA gathers all
@@ -45,7 +45,6 @@ Three choices make this fast, reproducible and safe:
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -55,8 +54,11 @@ from ..errors import InputError, digits
 from . import _fused as numba_pass
 from . import _validate as check
 
-GRID = 2.0**48  # weights are floor(w * GRID): exact integers held in floats
-MAX_TOTAL = 2.0**52  # = 16 * GRID: a row total below it keeps every partial sum exact in float64
+# Weights are floor(w * GRID): exact integers held in floats. The grid is the reference's
+# (specviz.verifiers.reference.GRID); it is imported from there once the reference imports nothing
+# from the engine (issue 26, point 2): until then that import would be circular.
+GRID = 2.0**48
+MAX_TOTAL = 16 * GRID  # 2^52: a row total below it keeps every partial sum exact in float64
 BLOCK = 256  # tokens per block of the two-level search (V itself when smaller)
 ROW_LOOP_V = 8192  # on the CPU, from this V on each row is processed alone through views
 
@@ -77,12 +79,15 @@ def _draw(
     u: Array,
     V: int,
     validate: bool = False,
+    compiled: bool = False,
 ) -> Array:
     """One token per row (B,).
 
     ``P``/``Q``: row accessors (``specviz.verifiers.verify._Rows``; Q None for a deterministic drafter).
     ``xs`` (B, K) draft tokens, ``sp`` (B,) the position each row draws at, ``residual`` (B,)
     bool: draw from the residual at that position rather than from p; ``u`` (B,) uniforms.
+    ``compiled``: the call's choice (``specviz.verifiers._fused.compiled``) to run the compiled
+    loops on NumPy tables that fit them.
 
     With ``validate``, every full row read here is checked as it is read: each entry finite
     and in [0, 1] (one max over the entries' bit patterns), and the row summing to 1 within
@@ -91,7 +96,7 @@ def _draw(
     """
     B = int(sp.shape[0])
     if V <= BLOCK:
-        return _draw_one_block(ops, P, Q, xs, sp, residual, u, V, validate)
+        return _draw_one_block(ops, P, Q, xs, sp, residual, u, V, validate, compiled)
     ar = ops.arange(B)
     bs = min(BLOCK, V)
     nb = -(-V // bs)
@@ -100,7 +105,7 @@ def _draw(
     drawn = ops.full((B,), -1, np.int64) if ops.name == "numpy" else None  # tokens the Numba pass drew
     for rows, use_res in groups:
         if int(rows.shape[0]):
-            S[rows], tok = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs, validate, u[rows])
+            S[rows], tok = _block_sums(ops, P, Q, xs, rows, sp[rows], use_res, V, bs, validate, u[rows], compiled)
             if tok is None:
                 drawn = None
             elif drawn is not None:
@@ -110,7 +115,7 @@ def _draw(
     if drawn is not None and not int(empty.shape[0]):
         return drawn  # the same two-level search below, run inside the Numba pass
     if int(empty.shape[0]):
-        S[empty], _ = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs, validate, u[empty])
+        S[empty], _ = _block_sums(ops, P, Q, xs, empty, sp[empty], False, V, bs, validate, u[empty], compiled)
         residual = residual & (total > 0)
         groups = [(ops.nonzero(~residual), False), (ops.nonzero(residual), True)]
         total = S.sum(-1)
@@ -128,18 +133,9 @@ def _draw(
     return blk * bs + inner
 
 
-def _numpy_viewable(p: Any, q: Any) -> bool:
-    """Torch tables NumPy can view without a copy: float32 or float64, q (or None) of p's dtype; never
-    with ``SPECVIZ_BACKEND=torch`` (:func:`specviz.verifiers._fused.backend`), which keeps torch's kernels."""
-    if numba_pass.torch_kernels():
-        return False
-    t = sys.modules["torch"]
-    d = p.dtype
-    return (d is t.float32 or d is t.float64) and (q is None or q.dtype is d)
-
-
 def _draw_one_block(
-    ops: Any, P: Any, Q: Any, xs: Array, sp: Array, residual: Array, u: Array, V: int, validate: bool
+    ops: Any, P: Any, Q: Any, xs: Array, sp: Array, residual: Array, u: Array, V: int, validate: bool,
+    compiled: bool,
 ) -> Array:
     """V <= BLOCK: one level and one group of rows (the small vocabularies of the lab).
 
@@ -149,8 +145,8 @@ def _draw_one_block(
     max(0, p - 0) = p (the guard below has already refused negative and non-finite p there).
     """
     B = int(sp.shape[0])
-    compiled = ops.name == "numpy" and not validate and B and (Q is None or int(Q.table.shape[0]))
-    if compiled and numba_pass.usable(P.table, None if Q is None else Q.table):
+    loop = compiled and ops.name == "numpy" and not validate and B and (Q is None or int(Q.table.shape[0]))
+    if loop and numba_pass.fits(P.table, None if Q is None else Q.table):
         q_table, q_start = (None, None) if Q is None else (Q.table, Q.start)
         tokens = numba_pass.draw_small(P.table, P.start, q_table, q_start, xs, sp, residual, u, V)
         if tokens is not None:
@@ -261,7 +257,8 @@ class _Checks:
 
 
 def _block_sums(
-    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, validate: bool, u: Array
+    ops: Any, P: Any, Q: Any, xs: Array, b: Array, sp: Array, use_res: bool, V: int, bs: int, validate: bool, u: Array,
+    compiled: bool,
 ) -> tuple[Array, Array | None]:
     """(R, ceil(V / bs)) float64 weight of each block of bs tokens, with the row checks; and the
     (R,) tokens drawn with uniforms ``u`` when the Numba pass ran (which searches while the rows
@@ -274,7 +271,7 @@ def _block_sums(
     # residual weights max(0, p - q) are never negative, and a NaN or infinity shows in the total.
     bits = validate or not sampled_res
     chk = _Checks(ops, R, validate and sampled_res)
-    if ops.name == "numpy" and numba_pass.usable(P.table, Q.table if sampled_res else None):
+    if compiled and ops.name == "numpy" and numba_pass.fits(P.table, Q.table if sampled_res else None):
         tok = _numba_pass(P, Q, xs, b, sp, use_res, V, bs, S, chk, u)  # None: it could not be loaded
     if tok is None and ops.device_type == "cpu" and V >= ROW_LOOP_V:
         _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits)
@@ -319,11 +316,10 @@ def _numba_pass(
     out = numba_pass.block_sums(P.table, P.start, Q_table, Q_start, b, sp, drop, V, bs, S, chk.q_bad is not None, u)
     if out is None:  # the compiled loop could not be loaded: the caller runs the NumPy code
         return None
-    p_bad, q_bad, p_sum, q_sum, tok = out
-    chk.p_bad = p_bad
+    chk.p_bad = out.p_bad
     if chk.q_bad is not None:
-        chk.q_bad, chk.p_sum, chk.q_sum = q_bad, p_sum, q_sum
-    return tok
+        chk.q_bad, chk.p_sum, chk.q_sum = out.q_bad, out.p_sum, out.q_sum
+    return out.tokens
 
 
 def _row_loop(ops, P, Q, xs, b, sp, use_res, V, bs, S, chk, bits) -> None:

@@ -188,8 +188,10 @@ def get_uniforms(
     accept_shape: tuple[int, ...],
     B: int,
     validate: bool,
+    accept_names: str | None = None,
 ) -> tuple[Any, Any]:
-    """The accept uniforms (accept_shape) and sample uniforms (B,), as float64."""
+    """The accept uniforms (accept_shape, named ``accept_names`` in errors; default (B, K) or (N,))
+    and sample uniforms (B,), as float64."""
     if uniforms is None:
         return ops.uniforms(rng, accept_shape), ops.uniforms(rng, (B,))
     if rng is not None:
@@ -200,7 +202,7 @@ def get_uniforms(
         ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
     except (ValueError, TypeError, RuntimeError) as e:
         raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
-    names = "(B, K)" if len(accept_shape) == 2 else "(N,)"
+    names = accept_names or ("(B, K)" if len(accept_shape) == 2 else "(N,)")
     check_shape("uniforms.accept", ua, accept_shape, names)
     check_shape("uniforms.sample", us, (B,), "(B,)")
     if validate:

@@ -81,16 +81,17 @@ from .._types import Array
 from ..errors import InputError
 from . import _sample
 from . import _validate as check
+from ._sample import GRID, MAX_TOTAL
 from ._xp import NumpyOps, TorchOps, ops_for
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Ops = NumpyOps | TorchOps
 
-# Weights are floored to multiples of 1 / QUANT, the chain's grid, and held as float64 integers:
+# Weights are floored to multiples of 1 / GRID, the chain's grid, and held as float64 integers:
 # sums below 2^53 do not depend on the order of addition, so every backend gets the same masses and
 # the same tokens.
-QUANT = _sample.GRID
-MAX_ROW_MASS = _sample.MAX_TOTAL / _sample.GRID  # 16: a row of weights summing past this is no probability row
+QUANT = GRID  # the name specviz.verifiers.reference imports today; it goes when the reference stands alone
+MAX_ROW_MASS = MAX_TOTAL / GRID  # 16: a row of weights summing past this is no probability row
 
 Last = Literal["capped", "product"]
 
@@ -285,7 +286,7 @@ def prepare(
         if Q is not None:
             check.check_prob_rows("draft_probs", Q if full else Q[valid], ops)
     xs = ops.where(valid, x, 0)  # (B, K)
-    return Batch(ops, T, Q, xs, j, valid, B, K, V)
+    return Batch(ops=ops, target=T, draft=Q, tokens=xs, num_draft=j, valid=valid, B=B, K=K, V=V)
 
 
 def get_uniforms(batch: Batch, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
@@ -304,7 +305,7 @@ def inverse_cdf(ops: Ops, weights: Array, u: Array, validate: bool) -> Array:
 
 
 def quantize(ops: Ops, w: Array, validate: bool) -> Array:
-    """Non-negative float64 weights (..., V) floored to multiples of 1 / QUANT: float64 integers."""
+    """Non-negative float64 weights (..., V) floored to multiples of 1 / GRID: float64 integers."""
     if not validate:  # inputs were not checked: refuse what would overflow, be undefined or not monotone
         sums = ops.row_sums64(w)
         if not ops.isfinite_all(sums) or (int(np.prod(w.shape)) and ops.scalar(sums.max()) >= MAX_ROW_MASS):
@@ -313,7 +314,7 @@ def quantize(ops: Ops, w: Array, validate: bool) -> Array:
         if int(np.prod(w.shape)) and ops.scalar(w.min()) < 0:  # a negative weight breaks the inverse CDF
             raise InputError("target_probs", "non-negative probabilities in the rows drawn from",
                              "a negative entry (validate=False skipped the checks)")  # fmt: skip
-    return ops.floor64(w * QUANT)
+    return ops.floor64(w * GRID)
 
 
 def _rows(ops: Ops, rows: Array, mask: Array) -> Array:
@@ -367,7 +368,7 @@ def _thresholds(batch: Batch, last: Last, validate: bool) -> tuple[Array, Array,
         q = None if batch.draft is None else batch.draft[:, k]
         r = _residual(ops, w[:, k], batch.target[:, k], q, xs[:, k], valid[:, k])  # (B, V)
         M[:, k] = quantize(ops, r, validate).sum(-1)
-    m = ops.to_float64(M) / QUANT  # (B, K)
+    m = ops.to_float64(M) / GRID  # (B, K)
     den = m + (1.0 - w[:, :K])
     h = ops.where(den > 0, m / ops.where(den > 0, den, 1.0), 1.0)  # (B, K) h_i at column i
     wj = w[ar, j]  # (B,)

@@ -85,8 +85,9 @@ import numpy as np
 from .._types import Array
 from ..errors import InputError
 from . import _validate as check
+from ._sample import GRID
 from ._xp import NumpyOps, TorchOps, ops_for
-from .block import QUANT, inverse_cdf, quantize
+from .block import inverse_cdf, quantize
 from .verify import PAD_TOKEN, Uniforms, Verification
 
 Ops = NumpyOps | TorchOps
@@ -282,27 +283,13 @@ def _prepare(
         check.check_prob_rows("target_probs", T[live], ops)  # (rows read, V)
         if Q is not None:
             check.check_prob_rows("draft_probs", Q[has_child], ops)
-    return _Tree(ops, T, Q, tok, par, live, has_child, B, N, V)
+    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, live=live, has_child=has_child, B=B, N=N, V=V)
 
 
 def _uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
-    ops, B, N = tree.ops, tree.B, tree.N
-    if uniforms is None:
-        return ops.uniforms(rng, (B, N - 1)), ops.uniforms(rng, (B,))
-    if rng is not None:
-        raise InputError("uniforms", "either rng or uniforms, not both", "both")
-    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
-        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    try:
-        ua, us = ops.to_float64(uniforms[0]), ops.to_float64(uniforms[1])
-    except (ValueError, TypeError, RuntimeError) as e:
-        raise InputError("uniforms", "two arrays of numbers in [0, 1)", f"{type(e).__name__}: {e}") from e
-    check.check_shape("uniforms.accept", ua, (B, N - 1), "(B, N-1): one coin per non-root node")
-    check.check_shape("uniforms.sample", us, (B,), "(B,)")
-    if validate:
-        check.check_uniforms("uniforms.accept", ua, ops)
-        check.check_uniforms("uniforms.sample", us, ops)
-    return ua, us
+    """(B, N-1) accept and (B,) sample uniforms, drawn or checked."""
+    shape, names = (tree.B, tree.N - 1), "(B, N-1): one coin per non-root node"
+    return check.get_uniforms(tree.ops, rng, uniforms, shape, tree.B, validate, names)
 
 
 def _chain_uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
@@ -318,7 +305,7 @@ def _chain_uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tup
 
 def _mass(ops: Ops, r: Array, validate: bool) -> Array:
     """(R,) float64: the integer-summed mass of unnormalized weights r (R, V)."""
-    return ops.to_float64(quantize(ops, r, validate).sum(-1)) / QUANT
+    return ops.to_float64(quantize(ops, r, validate).sum(-1)) / GRID
 
 
 def _verify(tree: _Tree, ua: Array, us: Array, validate: bool) -> TreeVerification:

@@ -46,6 +46,7 @@ mistakes are that reference with one step swapped (:mod:`specviz.proof.bugs`), n
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,6 +55,7 @@ from .._types import Array
 from ..errors import InputError
 from . import _fused, _sample
 from . import _validate as check
+from ._fused import Accepted
 from ._xp import NumpyOps, TorchDraws, TorchOps, is_torch, ops_for
 
 PAD_TOKEN = -1  # outputs are padded to K + 1 tokens per row
@@ -193,12 +195,12 @@ def verify(
     Verification
         Of the same kind (NumPy or torch) and on the same device as ``target_probs``.
     """
-    twin = None
-    if is_torch(target_probs):
-        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, num_draft), rng, uniforms)
-    if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
-        args, rng, uniforms = twin
-        return _to_torch(verify(*args, rng=rng, uniforms=uniforms, validate=validate))
+    return _dispatch(_padded, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
+
+
+def _padded(target_probs: Array, draft_probs: Array | None, draft_tokens: Array, num_draft: Array, rng: Any,
+            uniforms: Any, validate: bool, compiled: bool) -> Verification:  # fmt: skip
+    """:func:`verify` on one backend, chosen by :func:`_dispatch`."""
     ops = ops_for(target_probs)
     P, x, j, valid = check.padded_inputs(ops, target_probs, draft_tokens, num_draft, "target_probs")
     B, K, V = int(x.shape[0]), int(x.shape[1]), int(P.shape[2])
@@ -206,7 +208,7 @@ def verify(
     ua, us = check.get_uniforms(ops, rng, uniforms, (B, K), B, validate)
     what = "token ids at positions < num_draft"
     Q_rows = None if Q is None else _Rows(Q, None)
-    return _run_core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, validate, what)
+    return _core(ops, _Rows(P, None), Q_rows, x, j, K, V, ua, us, validate, what, compiled)
 
 
 def verify_flat(
@@ -246,12 +248,12 @@ def verify_flat(
     Verification
         In the padded output form, with K = max K_b.
     """
-    twin = None
-    if is_torch(target_probs):
-        twin = _numpy_twin(target_probs, draft_probs, (draft_tokens, draft_indptr), rng, uniforms)
-    if twin is not None:  # torch CPU tensors: the NumPy code on zero-copy views, checks included
-        args, rng, uniforms = twin
-        return _to_torch(verify_flat(*args, rng=rng, uniforms=uniforms, validate=validate))
+    return _dispatch(_flat, target_probs, draft_probs, draft_tokens, draft_indptr, rng, uniforms, validate)
+
+
+def _flat(target_probs: Array, draft_probs: Array | None, draft_tokens: Array, draft_indptr: Array, rng: Any,
+          uniforms: Any, validate: bool, compiled: bool) -> Verification:  # fmt: skip
+    """:func:`verify_flat` on one backend, chosen by :func:`_dispatch`."""
     ops = ops_for(target_probs)
     P = check.as_array(ops, target_probs, "target_probs")
     x_flat = check.as_array(ops, draft_tokens, "draft_tokens")
@@ -293,7 +295,7 @@ def verify_flat(
     starts = indptr[:-1]
     P_rows = _Rows(P, starts + ops.arange(B))
     Q_rows = None if Q is None else _Rows(Q, starts)
-    return _run_core(ops, P_rows, Q_rows, x, j, K, V, ua, us, validate, "token ids")
+    return _core(ops, P_rows, Q_rows, x, j, K, V, ua, us, validate, "token ids", compiled)
 
 
 def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verification:
@@ -350,7 +352,46 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
     )
 
 
-def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> tuple[list, Any, Any] | None:
+def _dispatch(run: Callable[..., Verification], target: Any, draft: Any, tokens: Any, counts: Any, rng: Any,
+              uniforms: Any, validate: bool) -> Verification:  # fmt: skip
+    """The call's one backend decision, made here and passed down: ``SPECVIZ_BACKEND`` is read once
+    (:func:`specviz.verifiers._fused.backend`).
+
+    NumPy arrays run the NumPy code, with the compiled loops unless the switch says ``numpy``.
+    Torch CPU float32/float64 tensors are handed to that same code on zero-copy views
+    (:func:`_numpy_twin`) unless the switch says ``torch``; everything else (CUDA, half
+    precision, mixed dtypes, malformed uniforms) runs torch's own kernels.
+    """
+    choice = _fused.backend()
+    if is_torch(target):
+        twin = None if choice == "torch" else _numpy_twin(target, draft, (tokens, counts), rng, uniforms)
+        if twin is None:
+            return run(target, draft, tokens, counts, rng, uniforms, validate, False)
+        return _to_torch(run(*twin.args, twin.rng, twin.uniforms, validate, _fused.compiled(choice)))
+    return run(target, draft, tokens, counts, rng, uniforms, validate, _fused.compiled(choice))
+
+
+def _numpy_viewable(p: Any, q: Any) -> bool:
+    """Torch tables NumPy can view without a copy: float32 or float64, and q None or of p's dtype
+    (a tensor, or a native-order NumPy array)."""
+    t = sys.modules["torch"]
+    d = p.dtype
+    if d is not t.float32 and d is not t.float64:
+        return False
+    if q is None or isinstance(q, t.Tensor):
+        return q is None or q.dtype is d
+    return isinstance(q, np.ndarray) and q.dtype == (np.float32 if d is t.float32 else np.float64)
+
+
+class _Twin(NamedTuple):
+    """A torch call's inputs as the NumPy code takes them."""
+
+    args: list[Any]  # target, draft, draft tokens, counts: NumPy views (or what was not a tensor)
+    rng: Any  # TorchDraws drawing as the torch code would, or None with explicit uniforms
+    uniforms: Uniforms | None
+
+
+def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any) -> _Twin | None:
     """Torch CPU float32/float64 inputs as NumPy views, with the rng or uniforms to pass on; else None.
 
     Torch's per-call cost (~5 us on the CPU, dozens of calls per verification, checks
@@ -364,12 +405,9 @@ def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any)
     mixed dtypes and mixed devices keep the torch code, and so do malformed uniforms (the torch
     code reports them).
     """
-    t = sys.modules["torch"]
-    tensor = t.Tensor
-    if draft is not None and not isinstance(draft, tensor):
-        return None
-    if not _sample._numpy_viewable(target, draft):
-        return None  # half precision, mixed dtypes (or tests forcing the torch kernels on the CPU)
+    tensor = sys.modules["torch"].Tensor
+    if not _numpy_viewable(target, draft):
+        return None  # half precision or mixed dtypes
     if uniforms is not None and (rng is not None or not (isinstance(uniforms, tuple) and len(uniforms) == 2)):
         return None  # malformed: the checks say so
     items = [target, draft, *others] if uniforms is None else [target, draft, *others, *uniforms]
@@ -381,8 +419,8 @@ def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any)
         views = [_as_numpy(a) if isinstance(a, tensor) else a for a in items]
     n = 2 + len(others)
     if uniforms is not None:
-        return views[:n], None, Uniforms(views[n], views[n + 1])
-    return views, TorchDraws(rng, target.device), None
+        return _Twin(views[:n], None, Uniforms(views[n], views[n + 1]))
+    return _Twin(views, TorchDraws(rng, target.device), None)
 
 
 def _as_numpy(a: Any) -> np.ndarray:
@@ -394,26 +432,6 @@ def _as_numpy(a: Any) -> np.ndarray:
 def _to_torch(res: Verification) -> Verification:
     from_numpy = sys.modules["torch"].from_numpy
     return Verification._make([from_numpy(f) for f in res])  # the core's outputs are C-contiguous
-
-
-def _run_core(ops: NumpyOps | TorchOps, P: _Rows, Q: _Rows | None, *args: Any) -> Verification:
-    """:func:`_core`; torch CPU float32/float64 tensors run it through NumPy on zero-copy views.
-
-    Most such calls were handed to NumPy before their checks by :func:`_numpy_twin`; this
-    catches the rest (a torch target with a NumPy draft table, say), after the checks. The
-    uniforms were drawn by torch already, and the arithmetic is the same, so are the tokens.
-    Half precision (bfloat16 and float16) and CUDA keep the torch code.
-    """
-    if not isinstance(ops, TorchOps) or ops.device_type != "cpu" \
-            or not _sample._numpy_viewable(P.table, None if Q is None else Q.table):  # fmt: skip
-        return _core(ops, P, Q, *args)
-    t = ops.torch
-
-    def to_np(r: _Rows) -> _Rows:
-        return _Rows(_as_numpy(r.table), None if r.start is None else _as_numpy(r.start))
-
-    conv: list[Any] = [_as_numpy(a) if isinstance(a, t.Tensor) else a for a in args]
-    return _to_torch(_core(NumpyOps(), to_np(P), None if Q is None else to_np(Q), *conv))
 
 
 def _core(
@@ -428,29 +446,31 @@ def _core(
     us: Array,
     validate: bool,
     what_ids: str,
+    compiled: bool,
 ) -> Verification:
-    """The rule on checked shapes. x (B, K) int64, j (B,), ua (B, K), us (B,) float64.
+    """The rule on checked shapes. x (B, K) int64, j (B,), ua (B, K), us (B,) float64; ``compiled``:
+    the call's choice to run the compiled loops (:func:`_dispatch`).
 
     Draft ids below num_draft are checked here whatever ``validate`` says: an id outside
     [0, V) would otherwise be read as another token's column (-1 as V - 1) and accepted.
     """
     B = int(j.shape[0])
     ar = ops.arange(B)
-    fast = _accept_compiled(ops, P, Q, x, j, K, V, ua, validate)
-    if fast is None:
-        fast = _accept(ops, P, Q, x, j, K, V, ua, validate, what_ids)
-    xs, first_fail, tokens, accept_uniforms, ratios = fast
+    acc = _accept_compiled(ops, P, Q, x, j, K, V, ua, validate) if compiled else None
+    if acc is None:
+        acc = _accept(ops, P, Q, x, j, K, V, ua, validate, what_ids)
+    xs, first_fail, tokens = acc.xs, acc.first_fail, acc.tokens
     rejected = first_fail < j  # (B,) the others draw the bonus
     # Every row draws one more token at its first rejected position (from the residual) or at
     # num_draft[b] (the bonus, from p): both are first_fail.
-    token = _sample.draw(ops, P, Q, xs, first_fail, rejected, us, V, validate)  # (B,)
+    token = _sample.draw(ops, P, Q, xs, first_fail, rejected, us, V, validate, compiled)  # (B,)
     tokens[ar, first_fail] = token
     return Verification(
         tokens=tokens,
         num_tokens=first_fail + 1,
         num_accepted=first_fail,
-        accept_uniforms=accept_uniforms,
-        ratios=ratios,
+        accept_uniforms=acc.accept_uniforms,
+        ratios=acc.ratios,
         bonus=~rejected,
         sample_uniforms=us + 0.0,
     )
@@ -467,8 +487,8 @@ def _accept(
     ua: Array,
     validate: bool,
     what_ids: str,
-) -> tuple:
-    """The accept phase: (xs, first_fail, tokens (B, K+1) with the kept drafts, accept_uniforms, ratios)."""
+) -> Accepted:
+    """The accept phase: the draft ids, the first rejection, the kept drafts, the coins and ratios read."""
     B = int(j.shape[0])
     ar = ops.arange(B)
     pos = ops.arange(K)
@@ -492,7 +512,7 @@ def _accept(
     tokens[:, :K] = ops.where(kept, x, PAD_TOKEN)
     accept_uniforms = ops.where(tested, ua, float("nan"))
     ratios = ops.ratio_where(ops.to_float64(px), ops.to_float64(qx), tested & (qx > 0))
-    return xs, first_fail, tokens, accept_uniforms, ratios
+    return Accepted(xs=xs, first_fail=first_fail, tokens=tokens, accept_uniforms=accept_uniforms, ratios=ratios)
 
 
 def _accept_compiled(
@@ -505,8 +525,8 @@ def _accept_compiled(
     V: int,
     ua: Array,
     validate: bool,
-) -> tuple | None:
-    """:func:`_accept` in one compiled loop (NumPy, Numba installed); None otherwise.
+) -> Accepted | None:
+    """:func:`_accept` in one compiled loop (NumPy tables that fit it); None otherwise.
 
     None too when a draft id or (with ``validate``) a probed probability fails its check: then
     :func:`_accept` runs and raises the error.
@@ -514,9 +534,8 @@ def _accept_compiled(
     if ops.name != "numpy" or not K:
         return None
     q = Q if Q is not None and int(Q.table.shape[0]) > 0 else None  # an empty draft table: no q
-    if not _fused.usable(P.table, None if q is None else q.table):
+    if not _fused.fits(P.table, None if q is None else q.table):
         return None
-    res = _fused.accept(
+    return _fused.accept(
         P.table, P.start, None if q is None else q.table, None if q is None else q.start, x, j, ua, V, validate,
     )  # fmt: skip
-    return None if res is None else tuple(res)
