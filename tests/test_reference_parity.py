@@ -164,12 +164,12 @@ def test_a_seeded_generator_gives_the_engines_draws():
     assert_same(got, reference.verify(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(5)), "torch rng")
     # Block and tree draw in the same order (accept, then sample), from either kind of generator.
     want = reference.verify_block(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(6))
-    assert_same(specviz.verify_block(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(6)), want, "block torch rng")
+    assert_same(verify_block(tP, tQ, tx, tj, rng=torch.Generator().manual_seed(6)), want, "block torch rng")
     want = reference.verify_block(P, Q, x, j, rng=np.random.default_rng(6))
-    assert_same(specviz.verify_block(P, Q, x, j, rng=np.random.default_rng(6)), want, "block numpy rng")
+    assert_same(verify_block(P, Q, x, j, rng=np.random.default_rng(6)), want, "block numpy rng")
     batch = tree_mod.context_free_trees(P[0, 0], Q[0, 0], tree_mod.kary_parents(2, 2), 7, np.random.default_rng(7))
     want = reference.verify_tree(*batch, rng=np.random.default_rng(8))
-    assert_same(specviz.verify_tree(*batch, rng=np.random.default_rng(8)), want, "tree numpy rng")
+    assert_same(verify_tree(*batch, rng=np.random.default_rng(8)), want, "tree numpy rng")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")

@@ -7,10 +7,11 @@ next process: the first call in a fresh installation compiles (about a second), 
 import numba
 import numpy as np
 
+from specviz.verifiers.reference import GRID  # absolute: _fused may run this file's source again
+
 # Compiled code cached on disk (Numba's cache=True). specviz.verifiers._fused runs this module again
 # with ON_DISK = False (compiled in memory only) when Numba finds no writable cache directory.
 ON_DISK: bool = globals().get("ON_DISK", True)
-GRID = 2.0**48  # = specviz.verifiers.reference.GRID, imported from there as _sample.GRID will be
 MAX_TOTAL = 16 * GRID  # as specviz.verifiers._sample.MAX_TOTAL
 
 

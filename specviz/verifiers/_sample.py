@@ -53,11 +53,9 @@ from .._types import Array
 from ..errors import InputError, digits
 from . import _fused as numba_pass
 from . import _validate as check
+from .reference import GRID
 
-# Weights are floor(w * GRID): exact integers held in floats. The grid is the reference's
-# (specviz.verifiers.reference.GRID); it is imported from there once the reference imports nothing
-# from the engine (issue 26, point 2): until then that import would be circular.
-GRID = 2.0**48
+# Weights are floor(w * GRID): exact integers held in floats, on the reference's grid.
 MAX_TOTAL = 16 * GRID  # 2^52: a row total below it keeps every partial sum exact in float64
 BLOCK = 256  # tokens per block of the two-level search (V itself when smaller)
 ROW_LOOP_V = 8192  # on the CPU, from this V on each row is processed alone through views

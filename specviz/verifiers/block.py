@@ -90,7 +90,6 @@ Ops = NumpyOps | TorchOps
 # Weights are floored to multiples of 1 / GRID, the chain's grid, and held as float64 integers:
 # sums below 2^53 do not depend on the order of addition, so every backend gets the same masses and
 # the same tokens.
-QUANT = GRID  # the name specviz.verifiers.reference imports today; it goes when the reference stands alone
 MAX_ROW_MASS = MAX_TOTAL / GRID  # 16: a row of weights summing past this is no probability row
 
 Last = Literal["capped", "product"]

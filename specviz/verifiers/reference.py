@@ -39,7 +39,7 @@ from ..errors import InputError, digits
 GRID = 2.0**48  # weights are floor(w * GRID): exact integers in float64 while a row totals < 16 * GRID
 PAD = -1  # outputs are padded with -1
 
-# The engine's result fields, in its order (specviz.verify, specviz.verify_tree document them).
+# The engine's result fields, in its order (specviz.verify and specviz.verifiers.tree.verify_tree document them).
 Verification = namedtuple("Verification", "tokens num_tokens num_accepted accept_uniforms ratios bonus sample_uniforms")
 TreeVerification = namedtuple("TreeVerification", "tokens num_tokens num_accepted path last_node bonus "
                               "accept_uniforms thresholds sample_uniforms")  # fmt: skip
@@ -482,8 +482,8 @@ class _Rule:
 
 
 verify = _Rule(_verify, ChainSteps(), "verify", "The chain rule, padded layout: specviz.verify's arguments, result.")
-verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: specviz.verify_block's.")
-verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: specviz.verify_tree's.")
+verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: specviz.verifiers.block.verify_block's.")
+verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: specviz.verifiers.tree.verify_tree's.")
 CHAIN, BLOCK, TREE = verify.steps, verify_block.steps, verify_tree.steps
 
 
