@@ -482,8 +482,8 @@ class _Rule:
 
 
 verify = _Rule(_verify, ChainSteps(), "verify", "The chain rule, padded layout: specviz.verify's arguments, result.")
-verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: specviz.verifiers.block.verify_block's.")
-verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: specviz.verifiers.tree.verify_tree's.")
+verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: verifiers.block.verify_block's.")
+verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: verifiers.tree.verify_tree's.")
 CHAIN, BLOCK, TREE = verify.steps, verify_block.steps, verify_tree.steps
 
 
