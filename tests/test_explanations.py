@@ -582,7 +582,7 @@ def test_design_document_names_what_exists_and_states_true_figures():
     from specviz.proof import stats
 
     text = (ROOT / "docs" / "design.md").read_text()
-    named = set(re.findall(r"`((?:specviz|app_pages)/(?:[a-z_]+/)?[a-z_]+\.py)`", text))
+    named = set(re.findall(r"`((?:specviz|app_pages)/(?:[a-z_0-9]+/)?[a-z_0-9]+\.py)`", text))
     assert len(named) > 40
     missing = [f for f in sorted(named) if not (ROOT / f).exists()]
     assert not missing, f"docs/design.md names files that do not exist: {missing}"
