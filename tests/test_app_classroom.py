@@ -182,6 +182,9 @@ def test_medusa_fallback_is_described_as_the_code_does_it():
     assert np.abs(interview.typical_acceptance_law(p, q, e2, d2) - from_p).max() < 1e-12
     question = next(x for x in interview.questions() if x.key == "typical")
     assert "sample from p here" in question.prompt and "argmax" in question.prompt
+    # Issue 29: "Medusa's threshold" named (0.3, 0.6); Medusa's defaults are the ones lossy.py and the Verifiers use
+    assert (e2, d2) == (lossy.TYPICAL_EPSILON, lossy.TYPICAL_DELTA) == (0.09, 0.3)
+    assert f"min({e2:g}, {d2:g}" in question.prompt
 
 
 # --- trees: one name per shape, each drawn ------------------------------------------------------------

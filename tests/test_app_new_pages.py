@@ -229,6 +229,22 @@ def test_interview_speedup_explorer_and_roofline_follow_their_sliders():
     assert link(at)["B"] == "1024"
 
 
+def test_interview_settings_text_cites_the_tv_its_widget_shows():
+    """Issue 29: Q16's text said TV 0.127 (another example's) while its widget showed 0.1020."""
+    from specviz.app import interview_topics as topics
+
+    keys = [q.key for q in iv.questions()]
+    q = iv.questions()[keys.index("settings")]
+    at = open_page(INTERVIEW, {"step": str(keys.index("settings")),
+                               "ans": iv.encode_answers({"settings": q.answer})})  # fmt: skip
+    shown = metric(at, "TV(raw p, processed p): what the raw target gets wrong")
+    assert float(shown) == pytest.approx(topics.settings_facts().target_unprocessed_tv, abs=5e-5)
+    assert f"TV {float(shown):.3f}" in q.reveal
+    req = topics.SETTINGS_REQUEST
+    assert f"temperature {req.temperature:g} and top-p {req.top_p:g}" in q.prompt
+    assert at.slider(key="interview.T").value == req.temperature and at.slider(key="interview.tp").value == req.top_p
+
+
 # --- Real text ---------------------------------------------------------------------------------------
 
 

@@ -384,6 +384,19 @@ def tally(target_probs: np.ndarray, draft_probs: np.ndarray, result: Verificatio
     )
 
 
+def tally_caption(t: Tally) -> str:
+    """What the histogram's chi-square says, or that there is nothing to test yet (no cell to compare with p)."""
+    from .find_bug import p_value_text
+    from .results import plural
+
+    if t.test is None or t.test.dof < 1:  # one pooled cell: the counts cannot differ from p
+        return (f"Chi-square against p: nothing to test yet. {plural(t.tokens, 'token')} fill one cell once the "
+                "rare tokens are pooled, so there is no comparison with p: keep playing.")  # fmt: skip
+    return (f"Chi-square against p: statistic {t.test.statistic:.2f} on {plural(t.test.dof, 'degree')} of freedom, "
+            f"p-value {p_value_text(t.test)} (the critical value at α = {t.test.alpha:g} is "
+            f"{t.test.critical_value:.2f}).")  # fmt: skip
+
+
 class Parting(NamedTuple):
     """Where the rule and a mistake, on the same coins, first emit something different."""
 
