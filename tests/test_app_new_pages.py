@@ -368,6 +368,11 @@ def test_new_figures_hold_the_computed_numbers():
     np.testing.assert_array_equal(by["q (drafter's settings)"].y, rep.q)
     assert len(by["removed by the request"].x) == rep.removed_p.sum() == 6
     assert len(by["removed by the drafter"].x) == rep.removed_q.sum() > 0
+    # Issue 29: where both sides removed a token, the drafter's mark was drawn on top of the request's
+    both = rep.removed_p & rep.removed_q
+    assert both.any()
+    req, dra = by["removed by the request"], by["removed by the drafter"]
+    assert not {(x, y) for x, y in zip(req.x, req.y, strict=True)} & {(x, y) for x, y in zip(dra.x, dra.y, strict=True)}
     roof = iv.roofline(7e9, [1, 10, 100, 1000, 10_000])
     fig = figures.roofline_chart(roof.tokens, roof.seconds, roof.ridge_tokens, 100.0)
     ridge = [t for t in fig.data if t.name.startswith("ridge")][0]
