@@ -7,11 +7,13 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import figures, find_bug, lesson_figures, links, presenter
+from specviz.app import interview as iv
 from specviz.app import one_round as rd
 from specviz.app.results import plural
 from specviz.proof.bugs import BUGS
 
 S = "round."
+KV_STEP = [q.key for q in iv.questions()].index("kv_rollback")  # the interview question with the rollback widget
 TICK_S = 1.0  # Play: one tick a second, each adding rd.next_rounds' worth of rounds
 PARAMS = [
     links.choice_param("preset", rd.PRESETS[0], rd.PRESETS),
@@ -82,6 +84,10 @@ def single(p, q, rounds: int, tr: rd.RoundTrace, view: rd.View, t: rd.Tally) -> 
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
         draw_chart(tr, view, S + "draw")
         st.markdown(rd.status(tr, view, rounds))
+        if view.done:  # after the rejection (or the bonus): what a real model's caches keep, with the widget
+            st.caption(rd.rollback_sentence(tr))
+            st.page_link("app_pages/interview.py", label="KV-cache rollback, with your own L, K and pages",
+                         query_params={"step": str(KV_STEP)}, icon=":material/memory:")  # fmt: skip
         r = rd.residual(p, q)
         with st.expander("How the residual is built: max(0, p − q), normalized"):
             st.markdown(f"max(0, p − q) = {links.plain(np.round(r.excess, 4).tolist())}, mass 1 − a = {r.mass:.4f}; "
