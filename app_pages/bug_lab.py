@@ -41,8 +41,11 @@ def on_bug_change() -> None:
 
 # A new session, or a link to this page (e.g. from "Why it is exact"): a link naming only the bug starts where it shows.
 new_session = not links.seen(st.session_state, S + "scenario")
-link = links.open_page(st, PARAMS, S, keep=("prediction",))
+RAN = links.Result("ran", answers_prediction=True)  # a link restores the bug, the settings and the prediction step
+link = links.open_page(st, PARAMS, S, keep=("prediction",), results=(RAN,))
 from_link = link.from_link
+if from_link:  # a shared link never answers before the visitor runs it, even for settings this session ran
+    st.session_state.pop(S + "ran", None)
 if (new_session or from_link) and "scenario" not in link.query:  # start where the bug shows
     st.session_state[S + "scenario"] = bl.home_scenario(st.session_state[S + "bug"])
 if from_link and st.session_state[S + "predict"] in PREDICT_WORDS:  # the link's prediction, kept
@@ -87,13 +90,13 @@ with right:
 shown_settings = {"bug": bug, "scenario": scenario, "n": int(n_asked), "seed": int(seed)}
 if prediction is not None:
     shown_settings["predict"] = bl.link_word(prediction)
-link.show_in_link(shown_settings)  # the address bar shows them
 run_key = (scenario, n, int(seed), bug)
-if clicked or from_link:  # a link restores the result too (N within its cap), not only the settings
+if clicked or link.restores(RAN):  # restores: never, the verdict answers the visitor's prediction
     st.session_state[S + "ran"] = run_key
 
 # --- reveal ----------------------------------------------------------------------------------------
 ran = st.session_state.get(S + "ran") == run_key
+link.show_in_link(shown_settings, [RAN] if ran else [])  # the address bar shows them (and no mark for RAN)
 if ran or not presenter.presenting(st.session_state):  # in presenter mode, before a run, nothing above the inputs
     st.divider()
 if not ran:

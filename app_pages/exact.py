@@ -21,6 +21,8 @@ PARAMS = [
     links.int_param("seed", 0, 0, 2**32 - 1),
 ]
 SAMPLE_SIZES = (1, 1_000, 100_000)
+MAX_CLICKS = 50  # sample clicks a link replays (each drawn again from its own seed); then Reset
+PARAMS.append(links.int_list_param("drawn", SAMPLE_SIZES, MAX_CLICKS))  # the samples shown: the link replays them
 
 link = links.open_page(st, PARAMS, S)
 st.session_state.setdefault(S + "table_version", 0)
@@ -195,7 +197,7 @@ with b1:
         st.caption("The correct rule: its law is p, whatever p and q are.")
 
 shown_settings = {"p": typed_p, "q": typed_q, "bug": bug, "K": K, "seed": seed}  # the table as typed
-link.show_in_link(shown_settings)  # typos included
+shown_settings["drawn"] = st.session_state[S + "drawn"]  # replaced by what is sampled below, once p and q are read
 
 with b2:
     if not ok:
@@ -204,8 +206,17 @@ with b2:
         law = theory.position_law(p, q, None if bug == NONE else bug, K=K)
         samples_key = (tuple(p), tuple(q), bug, K, seed)
         state = st.session_state.get(S + "samples")
-        if state is None or state.key != samples_key:
+        drawn = shown_settings["drawn"]
+        replay = link.from_link and (state is None or (state.key, state.sizes) != (samples_key, drawn))
+        if state is None or state.key != samples_key or replay:
             state = st.session_state[S + "samples"] = position.Samples(samples_key, len(p))
+        for n in drawn if replay else ():  # a link shows what was sampled, click by click
+            try:
+                draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state.clicks])
+            except InputError as e:
+                st.error(links.error_text(e))
+                break
+            state.add(draws, p, q)
 
         m1, m2 = st.columns(2)
         if law is None:
@@ -234,7 +245,9 @@ with b2:
 
         buttons = st.columns(len(SAMPLE_SIZES) + 1)
         for col, n in zip(buttons, SAMPLE_SIZES, strict=False):
-            if col.button(f"Sample x{n:,}", key=f"{S}sample{n}"):
+            full = state.clicks >= MAX_CLICKS
+            why = f"{MAX_CLICKS} clicks, the most a link replays: Reset to sample again" if full else None
+            if col.button(f"Sample x{n:,}", key=f"{S}sample{n}", disabled=full, help=why):
                 try:
                     draws = position.sample_position(p, q, n, K, None if bug == NONE else bug, [seed, state.clicks])
                 except InputError as e:
@@ -243,6 +256,7 @@ with b2:
                     state.add(draws, p, q)
         if buttons[-1].button("Reset samples", key=S + "reset"):
             state.reset()
+        shown_settings["drawn"] = state.sizes
 
         total, freq = state.total, state.freq
         if total > 1:  # the TV of one sample from a law says nothing
@@ -264,6 +278,10 @@ with b2:
                 "outcome": st.column_config.TextColumn(width="large"),
                 "p/q": st.column_config.TextColumn(width="medium"),
             })  # fmt: skip
+
+if not shown_settings["drawn"]:  # nothing sampled: no ?drawn= in the link
+    del shown_settings["drawn"]
+link.show_in_link(shown_settings)  # the table as typed, typos included, and the samples drawn
 
 # --- the derivation --------------------------------------------------------------------------------
 st.divider()

@@ -41,7 +41,10 @@ def reveal() -> None:
     st.session_state[S + "revealed"] = True
 
 
-link = links.open_page(st, PARAMS, S, keep=("guess", "revealed"))
+REVEALED = links.Result("revealed", answers_prediction=True)  # a link restores the lineup, never the answer
+link = links.open_page(st, PARAMS, S, keep=("guess", "revealed"), results=(REVEALED,))
+if link.from_link:  # a shared link shows the twenty histograms unrevealed, even to a session that revealed them
+    hide()
 st.session_state.setdefault(S + "guess", NO_GUESS)
 st.session_state.setdefault(S + "revealed", False)
 
@@ -119,4 +122,4 @@ if revealed:
     st.dataframe(rows, hide_index=True, key=S + "table", height=35 * (len(rows) + 1) + 3)
 
 shown = {name: st.session_state[S + name] for name in ("mistake", "n", "seed")}
-link.show_in_link(shown)
+link.show_in_link(shown, [REVEALED] if revealed else [])

@@ -10,7 +10,6 @@ from specviz.app import interview as iv
 from specviz.app import interview_topics as topics
 from specviz.proof import block_trace, court, theory
 from specviz.verifiers import tree
-from specviz.verifiers.processing import Settings, process_logits
 
 S = "interview."
 QUESTIONS = iv.questions()
@@ -40,8 +39,8 @@ PARAMS = [
     links.int_param("k", iv.TREE_EXAMPLE[0], 1, 4),
     links.int_param("d", iv.TREE_EXAMPLE[1], 1, 4),
     links.int_param("bs", 0, 0, 2**32 - 1),
-    links.float_param("T", 0.7, 0.05, 2.0),
-    links.float_param("tp", 0.9, 0.05, 1.0),
+    links.float_param("T", topics.SETTINGS_REQUEST.temperature, 0.05, 2.0),
+    links.float_param("tp", topics.SETTINGS_REQUEST.top_p, 0.05, 1.0),
     links.choice_param("up", topics.unclamped().preset, position.PRESETS),
     links.int_param("nd", iv.RAGGED_EXAMPLE[0], 0, iv.RAGGED_EXAMPLE[1]),
 ]
@@ -200,9 +199,9 @@ def settings_widget() -> None:
     with c1:
         T = st.slider("request temperature", 0.05, 2.0, step=0.05, key=S + "T")
         top_p = st.slider("request top-p", 0.05, 1.0, step=0.05, key=S + "tp")
-        p = np.asarray(process_logits(np.log(p_raw), Settings(temperature=T, top_p=top_p)))
+        p, tv = topics.request_target(T, top_p)  # the question's text reads the same function
         st.metric("acceptance against the processed p", f"{theory.acceptance_rate(p, q):.4f}")
-        st.metric("TV(raw p, processed p): what the raw target gets wrong", f"{theory.total_variation(p_raw, p):.4f}")
+        st.metric("TV(raw p, processed p): what the raw target gets wrong", f"{tv:.4f}")
     with c2:
         fig = figures.settings_bars(p_raw, p, q, q, (p == 0) & (p_raw > 0), np.zeros(q.size, bool))
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "settings_chart")

@@ -7,10 +7,13 @@ import streamlit as st
 
 from specviz import InputError
 from specviz.app import figures, find_bug, lesson_figures, links, presenter
+from specviz.app import interview as iv
 from specviz.app import one_round as rd
+from specviz.app.results import plural
 from specviz.proof.bugs import BUGS
 
 S = "round."
+KV_STEP = [q.key for q in iv.questions()].index("kv_rollback")  # the interview question with the rollback widget
 TICK_S = 1.0  # Play: one tick a second, each adding rd.next_rounds' worth of rounds
 PARAMS = [
     links.choice_param("preset", rd.PRESETS[0], rd.PRESETS),
@@ -81,29 +84,33 @@ def single(p, q, rounds: int, tr: rd.RoundTrace, view: rd.View, t: rd.Tally) -> 
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
         draw_chart(tr, view, S + "draw")
         st.markdown(rd.status(tr, view, rounds))
+        if view.done:  # after the rejection (or the bonus): what a real model's caches keep, with the widget
+            st.caption(rd.rollback_sentence(tr))
+            st.page_link("app_pages/interview.py", label="KV-cache rollback, with your own L, K and pages",
+                         query_params={"step": str(KV_STEP)}, icon=":material/memory:")  # fmt: skip
         r = rd.residual(p, q)
         with st.expander("How the residual is built: max(0, p − q), normalized"):
             st.markdown(f"max(0, p − q) = {links.plain(np.round(r.excess, 4).tolist())}, mass 1 − a = {r.mass:.4f}; "
                         f"normalized: {links.plain(np.round(r.law, 4).tolist())}.")  # fmt: skip
             st.plotly_chart(presenter.chart(figures.decomposition_bar(p, q), st.session_state), key=S + "build")
     with right:
-        fig = lesson_figures.round_histogram(p, t.counts, f"All tokens of {t.rounds:,} rounds against p")
+        fig = lesson_figures.round_histogram(p, t.counts, f"All tokens of {plural(t.rounds, 'round')} against p")
         st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist")
-        if t.test is not None:
-            st.caption(f"Chi-square against p: statistic {t.test.statistic:.2f} on {t.test.dof} degrees of freedom, "
-                       f"p-value {find_bug.p_value_text(t.test)} (the critical value at α = {t.test.alpha:g} is "
-                       f"{t.test.critical_value:.2f}).")  # fmt: skip
+        if t.tokens:
+            st.caption(rd.tally_caption(t))
 
 
 def side_by_side(p, q, rule, bad, rounds: int, event: int, sides, mistake: str) -> None:
     done = rd.rounds_done(rounds, event, max(tr.events for tr, _ in sides))
     part = rd.parting(rule, bad, done)
     if part.round is None:
-        st.info(f"On these {done:,} rounds the rule and {mistake} emitted the same tokens: keep playing.",
+        these = "this round" if done == 1 else f"these {plural(done, 'round')}"
+        st.info(f"On {these} the rule and {mistake} emitted the same tokens: keep playing.",
                 icon=":material/compare_arrows:")  # fmt: skip
     else:
         st.warning(f"The rule and {mistake} first differ in round {part.round + 1}, at emitted token "
-                   f"{part.position + 1}; {part.rounds_differing:,} of {done:,} rounds differ.",
+                   f"{part.position + 1}; {part.rounds_differing:,} of {plural(done, 'round')} "
+                   f"differ{'s' if part.rounds_differing == 1 else ''}.",
                    icon=":material/call_split:")  # fmt: skip
     names = ("the rule", mistake)
     for col, name, res, (trc, view) in zip(st.columns(2, gap="large"), names, (rule, bad), sides, strict=True):
@@ -113,11 +120,14 @@ def side_by_side(p, q, rule, bad, rounds: int, event: int, sides, mistake: str) 
             draw_chart(trc, view, S + "draw." + name)
             st.markdown(rd.status(trc, view, rounds))
             tal = rd.tally(p, q, res, rd.rounds_done(rounds, event, trc.events))
-            fig = lesson_figures.round_histogram(p, tal.counts, f"{name}: {tal.tokens:,} tokens")
+            fig = lesson_figures.round_histogram(p, tal.counts, f"{name}: {plural(tal.tokens, 'token')}")
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist." + name)
-            if tal.test is not None:
+            if tal.test is not None and tal.test.dof >= 1:
                 st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: p-value "
                            f"{find_bug.p_value_text(tal.test)} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
+            elif tal.tokens:
+                st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: nothing to test yet "
+                           "(every token in one pooled cell).")  # fmt: skip
     st.caption(rd.mistake_caption(mistake, sides[0], sides[1], rounds))
 
 

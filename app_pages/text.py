@@ -67,7 +67,8 @@ def run_to() -> None:
     set_rounds(len(steps))
 
 
-link = links.open_page(st, PARAMS, S)
+CHECKED = links.Result("checked")  # a link restores the check's result
+link = links.open_page(st, PARAMS, S, results=(CHECKED,))
 
 st.title("Real text")
 pair = models()
@@ -161,10 +162,11 @@ with c1:
     clicked = st.button("Run the check", key=S + "check")  # the page's primary button is Step, on top
 shown |= {"n": int(n_asked), "bug": bug}
 check_key = (prompt, int(K), float(T), int(seed), n, bug)
-if clicked:
+if clicked or link.restores(CHECKED):
     st.session_state[S + "checked"] = check_key
+checked = st.session_state.get(S + "checked") == check_key
 with c2:
-    if st.session_state.get(S + "checked") != check_key:
+    if not checked:
         st.info("Click **Run the check**; switch the verifier to a bug to watch the law drift.")
     else:
         try:
@@ -186,4 +188,4 @@ with c2:
             fig = figures.continuation_comparison(res.law, res.counts, text.cell_labels(CHECK_L))
             st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
 
-link.show_in_link(shown)
+link.show_in_link(shown, [CHECKED] if checked else [])

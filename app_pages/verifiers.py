@@ -62,7 +62,9 @@ def certify_engine(source: str, p: tuple[float, ...], q: tuple[float, ...], K: i
     return certify.certify(verifier, name, certify.page_problem(source, p, q, K), seed=seed)
 
 
-link = links.open_page(st, PARAMS, S)
+MEASURED, CERTIFIED = links.Result("measured"), links.Result("certified")  # a link restores both
+link = links.open_page(st, PARAMS, S, results=(MEASURED, CERTIFIED))
+shown_results: list[links.Result] = []
 
 st.title("Verifiers side by side")
 st.caption(
@@ -78,11 +80,18 @@ with left:
     source = st.selectbox("Problem", SOURCES, format_func=SOURCE_LABELS.get, key=S + "source")
     if source == TOY:  # the box holds a short name (a long one was cut on a projector); the numbers go here
         st.caption("The block-verification paper's example: p = (1/3, 2/3), q = (2/3, 1/3), K = 2 drafts.")
-    p_text = st.text_input("p (target), comma-separated", key=S + "p", disabled=source != PQ,
-                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
-    q_text = st.text_input("q (draft), comma-separated", key=S + "q", disabled=source != PQ,
-                           max_chars=limits.MAX_TYPED_CHARS)  # fmt: skip
-    K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K", disabled=source != PQ)
+    if source == PQ:
+        p_text = st.text_input("p (target), comma-separated", key=S + "p", max_chars=limits.MAX_TYPED_CHARS)
+        q_text = st.text_input("q (draft), comma-separated", key=S + "q", max_chars=limits.MAX_TYPED_CHARS)
+        K = st.slider("Drafts per verification K", 1, MAX_K, key=S + "K")
+    else:  # greyed out, the numbers this problem judges; the typed ones are kept for "your own p and q"
+        for name in ("p", "q", "K"):
+            st.session_state[S + name] = st.session_state[S + name]  # not drawn this run: kept all the same
+        p_text, q_text, K = st.session_state[S + "p"], st.session_state[S + "q"], st.session_state[S + "K"]
+        judged = certify.shown_problem(source)
+        st.text_input("p (target)", judged.p, disabled=True, key=S + "p_judged." + source)
+        st.text_input("q (draft)", judged.q, disabled=True, key=S + "q_judged." + source)
+        st.slider("Drafts per verification K", 1, MAX_K, judged.K, disabled=True, key=S + "K_judged." + source)
     k = st.slider("Candidates per node k (trees)", 1, 3, key=S + "k")
     seed = st.number_input("Seed (measurements)", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed")
 
@@ -121,16 +130,20 @@ if rows is not None:
     n_asked = ncol.number_input("Sequences per rule", min_value=100, step=10_000, key=S + "n")
     n_run = min(int(n_asked), MAX_MEASURE_N)
     settings = (source, p, q, int(K), int(k), n_run, int(seed))
-    if mcol.button("Measure every rule", key=S + "measure"):
+    if mcol.button("Measure every rule", key=S + "measure") or link.restores(MEASURED):
         st.session_state[S + "measured_for"] = settings
     if st.session_state.get(S + "measured_for") == settings:
+        shown_results.append(MEASURED)
         st.dataframe(measure_all(*settings), hide_index=True, key=S + "measured")
         st.caption(
             f"{n_run:,} seeded sequences per rule through specviz.proof.simulate.generate (the seed above); the "
             f"exact figure is the court's expectation for each (context, draft count) the run met, averaged over its "
-            f"verifications; z = (measured − exact) / SE. The tokens test speaks only after {stats.MIN_ROUNDS} "
+            f"verifications; z = (measured − exact) / SE. '{certify.SIMULATION_TEST}' checks the simulation "
+            "against the court's exact figure for the same rule, lossy rules included: it is not a test of "
+            f"losslessness (the verdict above is). It speaks only after {stats.MIN_ROUNDS} "
             f"verifications and when it would catch a shift of {stats.MIN_TOKENS:g} tokens with "
-            f"{stats.POWER:.0%} probability (the detectable shift column); otherwise it says inconclusive."
+            f"{stats.POWER:.0%} probability (the detectable shift column); otherwise it says inconclusive and "
+            "gives no z."
             + (f" Capped at {MAX_MEASURE_N:,} sequences per rule." if n_run < int(n_asked) else "")
         )
     refused = [r["rule"] for r in rows if r["verdict"] == "refused"]
@@ -149,9 +162,10 @@ if rows is not None:
     )
     # The certified bound: the paired test of the engine against the reference on this problem (specviz.app.certify).
     cert_for = (source, p, q, int(K), int(seed), certify.ENGINE[0])
-    if st.button("Certify the chain engine against the reference", key=S + "certify"):
+    if st.button("Certify the chain engine against the reference", key=S + "certify") or link.restores(CERTIFIED):
         st.session_state[S + "certified_for"] = cert_for
     if st.session_state.get(S + "certified_for") == cert_for:
+        shown_results.append(CERTIFIED)
         cert = certify_engine(*cert_for)
         if cert.certified:
             st.success("  \n".join(cert.lines()), icon=":material/verified:")
@@ -257,4 +271,4 @@ st.markdown(
 shown = {"source": source, "p": p_text, "q": q_text, "K": int(K), "k": int(k), "seed": int(seed)}
 if S + "n" in st.session_state:
     shown["n"] = int(st.session_state[S + "n"])
-link.show_in_link(shown)
+link.show_in_link(shown, shown_results)

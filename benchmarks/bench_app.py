@@ -102,7 +102,9 @@ def walk(url: str, at: Callable[[str], str], page) -> list[tuple[str, Callable[[
         ("Bug lab: Run the test (N = 100,000)", click("Run the test"), "Verdict:", c),
         ("Bug lab: pick resample_from_p", choose("Bug", "resample_from_p"), "Resample from p", c),
         ("Bug lab: Run the test (bug)", click("Run the test"), "Verdict: caught", c),
-        ("Bug lab: open from a link (reruns)", go("bug-lab?bug=shared_uniform&n=100000&seed=1"), "Verdict:", c),
+        # A link restores the settings and the prediction step, never the verdict (docs/tour.md): Run shows it.
+        ("Bug lab: open from a link", go("bug-lab?bug=shared_uniform&n=100000&seed=1"), "Run the test", c),
+        ("Bug lab: Run the test from the link", click("Run the test"), "Verdict:", c),
         ("load Find the bug", go("find-the-bug"), "Reveal", c),
         ("Find the bug: Reveal", click("Reveal"), "chi-square", c),
         ("load Tokens per step", go("tokens-per-step"), "speedup at K", c),

@@ -103,6 +103,7 @@ def test_the_exact_page_says_whether_the_residual_is_p():
 
 def test_bug_lab_a_rejection_at_small_n_is_caught_in_a_red_box_with_a_monte_carlo_p_value():
     at = open_page("app_pages/bug_lab.py", {"bug": "shared_uniform", "scenario": "reference", "n": "300"})
+    at.button(key="buglab.run").click().run()
     v = results.case_verdict(prove.run_case("reference", n=300, seed=0, bug=BUGS["shared_uniform"]), "shared_uniform")
     assert v.word == "caught" and v.joint_p.method == "Monte Carlo"
     assert "Verdict: caught: the test fails on shared_uniform" in texts(at.error)
@@ -113,15 +114,18 @@ def test_bug_lab_a_rejection_at_small_n_is_caught_in_a_red_box_with_a_monte_carl
 
 def test_bug_lab_never_prints_a_p_value_of_zero():
     at = open_page("app_pages/bug_lab.py", {"bug": "resample_from_p", "n": "100000"})
+    at.button(key="buglab.run").click().run()
     shown = metric(at, "p-value")
     assert shown != "0" and "e-" in shown
 
 
-def test_bug_lab_link_restores_the_result_and_the_prediction():
+def test_bug_lab_link_restores_the_prediction_and_the_verdict_waits_for_run():
     query = {"bug": "resample_from_p", "scenario": "reference", "n": "20000", "seed": "3", "predict": "fail"}
-    at = open_page("app_pages/bug_lab.py", query)  # no click
-    assert "Verdict: caught" in texts(at.error)
+    at = open_page("app_pages/bug_lab.py", query)  # no click: a shared link must not answer the prediction
+    assert not any("Verdict" in str(e.value) for kind in ("error", "success", "warning") for e in getattr(at, kind))
     assert at.radio(key="buglab.prediction").value == "the test will fail"
+    at.button(key="buglab.run").click().run()
+    assert "Verdict: caught" in texts(at.error)
     assert "You predicted *the test will fail*; it failed. You were right." in texts(at.markdown)
     assert at.query_params["predict"] == ["fail"] or at.query_params["predict"] == "fail"
 
@@ -135,6 +139,7 @@ def test_bug_lab_a_page_opened_without_a_link_waits_for_the_click():
 def test_bug_lab_points_at_the_explanation_where_it_is(present, where):
     at = open_page("app_pages/bug_lab.py", {"bug": "resample_from_p", "n": "20000", "predict": "pass"})
     at.session_state[links.PRESENT_KEY] = present  # the sidebar toggle
+    at.button(key="buglab.run").click()
     at = rerun(at)
     assert presenter.presenting(at.session_state) == present
     assert f"You were wrong: read the explanation {where}." in texts(at.markdown)
@@ -177,6 +182,9 @@ def test_medusa_fallback_is_described_as_the_code_does_it():
     assert np.abs(interview.typical_acceptance_law(p, q, e2, d2) - from_p).max() < 1e-12
     question = next(x for x in interview.questions() if x.key == "typical")
     assert "sample from p here" in question.prompt and "argmax" in question.prompt
+    # Issue 29: "Medusa's threshold" named (0.3, 0.6); Medusa's defaults are the ones lossy.py and the Verifiers use
+    assert (e2, d2) == (lossy.TYPICAL_EPSILON, lossy.TYPICAL_DELTA) == (0.09, 0.3)
+    assert f"min({e2:g}, {d2:g}" in question.prompt
 
 
 # --- trees: one name per shape, each drawn ------------------------------------------------------------

@@ -229,6 +229,22 @@ def test_interview_speedup_explorer_and_roofline_follow_their_sliders():
     assert link(at)["B"] == "1024"
 
 
+def test_interview_settings_text_cites_the_tv_its_widget_shows():
+    """Issue 29: Q16's text said TV 0.127 (another example's) while its widget showed 0.1020."""
+    from specviz.app import interview_topics as topics
+
+    keys = [q.key for q in iv.questions()]
+    q = iv.questions()[keys.index("settings")]
+    at = open_page(INTERVIEW, {"step": str(keys.index("settings")),
+                               "ans": iv.encode_answers({"settings": q.answer})})  # fmt: skip
+    shown = metric(at, "TV(raw p, processed p): what the raw target gets wrong")
+    assert float(shown) == pytest.approx(topics.settings_facts().target_unprocessed_tv, abs=5e-5)
+    assert f"TV {float(shown):.3f}" in q.reveal
+    req = topics.SETTINGS_REQUEST
+    assert f"temperature {req.temperature:g} and top-p {req.top_p:g}" in q.prompt
+    assert at.slider(key="interview.T").value == req.temperature and at.slider(key="interview.tp").value == req.top_p
+
+
 # --- Real text ---------------------------------------------------------------------------------------
 
 
@@ -352,6 +368,11 @@ def test_new_figures_hold_the_computed_numbers():
     np.testing.assert_array_equal(by["q (drafter's settings)"].y, rep.q)
     assert len(by["removed by the request"].x) == rep.removed_p.sum() == 6
     assert len(by["removed by the drafter"].x) == rep.removed_q.sum() > 0
+    # Issue 29: where both sides removed a token, the drafter's mark was drawn on top of the request's
+    both = rep.removed_p & rep.removed_q
+    assert both.any()
+    req, dra = by["removed by the request"], by["removed by the drafter"]
+    assert not {(x, y) for x, y in zip(req.x, req.y, strict=True)} & {(x, y) for x, y in zip(dra.x, dra.y, strict=True)}
     roof = iv.roofline(7e9, [1, 10, 100, 1000, 10_000])
     fig = figures.roofline_chart(roof.tokens, roof.seconds, roof.ridge_tokens, 100.0)
     ridge = [t for t in fig.data if t.name.startswith("ridge")][0]

@@ -128,14 +128,14 @@ def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch
     at.radio(key="buglab.prediction").set_value("the test will fail").run()
     at.button(key="buglab.run").click().run()
     verdict = [s.value for s in at.error]  # caught: the test failed, a red box (issue 19)
-    # Two runs: the link's own settings ran on open (issue 19: a link restores the result), then the click.
-    assert any("Verdict: caught" in v for v in verdict) and len(calls) == 2
+    # One run, the click's: a link restores the settings and the prediction, never the verdict (docs/tour.md).
+    assert any("Verdict: caught" in v for v in verdict) and len(calls) == 1
     visit(visit(at, "app_pages/tokens.py"), "app_pages/bug_lab.py")
     assert at.selectbox(key="buglab.bug").value == "resample_from_p"
     assert at.selectbox(key="buglab.scenario").value == "ragged"
     assert at.radio(key="buglab.prediction").value == "the test will fail"
     assert [s.value for s in at.error] == verdict  # the result is back, without clicking
-    assert len(calls) == 2  # and it was not computed again
+    assert len(calls) == 1  # and it was not computed again
     assert dict(at.query_params) == {"bug": "resample_from_p", "scenario": "ragged", "n": "20000", "seed": "424242",
                                      "predict": "fail"}  # fmt: skip
 

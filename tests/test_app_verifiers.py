@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from specviz.app import certify
 from specviz.proof import court
 from specviz.verifiers import tree
 from specviz.verifiers.block import block_thresholds
@@ -128,7 +129,8 @@ def test_measure_button_runs_every_rule_beside_its_exact_figure():
     assert [r["rule"] for r in measured] == list(court.RULES)
     chain = next(r for r in measured if r["rule"] == "chain")
     assert abs(chain["exact, over the rounds run"] - (1 + 10 / 9)) < 1e-12  # context-free: every round alike
-    assert all(abs(r["z"]) < 6 for r in measured if r["z"] is not None and r["z"] == r["z"])  # NaN: no spread
+    assert all(abs(float(r["z"])) < 6 for r in measured if r["z"] != "–")  # "–": no power, no z
+    assert "None" not in at.dataframe[1].value.to_csv()
     link = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert link["n"] == "2000"
 
@@ -141,15 +143,17 @@ def test_measure_without_power_says_inconclusive_not_a_z():
     measured = at.dataframe[1].value.to_dict("records")
     for r in measured:  # the rule of every verdict: no power, no pass or fail, no z
         if r["detectable shift"] > 0.05:
-            assert r["tokens test"] == "inconclusive" and (r["z"] is None or r["z"] != r["z"]), r
+            assert r[certify.SIMULATION_TEST] == "inconclusive" and r["z"] == "–", r
             assert "inconclusive" in r["measured tokens per verification (±1 SE)"]
     by = {r["rule"]: r for r in measured}
-    assert by["chain"]["tokens test"] == by["block"]["tokens test"] == "inconclusive"  # 100 sequences are too few
+    says = certify.SIMULATION_TEST
+    assert by["chain"][says] == by["block"][says] == "inconclusive"  # 100 sequences are too few
     at.number_input(key="verifiers.n").set_value(20_000)  # control: enough sequences to speak
     at.button(key="verifiers.measure").click()
     run(at)
     big = at.dataframe[1].value.to_dict("records")
-    assert all(r["tokens test"] == "pass" for r in big if r["rule"] in ("chain", "block")), big
+    assert all(r[certify.SIMULATION_TEST] == "agrees" for r in big if r["rule"] in ("chain", "block")), big
+    assert not any("pass" in str(v) for r in big for v in r.values())  # never "pass" beside a lossy rule
 
 
 def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed():
@@ -173,3 +177,26 @@ def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed(
     figs = [c.key for c in at.get("plotly_chart")]
     # the court's chart, the two tree shapes (issue 19: each shape drawn) and the block's drawing
     assert figs == ["verifiers.chart", "verifiers.shape_chains", "verifiers.shape_kary", "verifiers.block_chart"]
+
+
+def test_greyed_out_boxes_show_the_problem_judged_and_the_typed_pair_is_kept():
+    """Issue 29: the toy example was judged while the greyed boxes showed the textbook p and q."""
+    at = run(AppTest.from_file(PAGE, default_timeout=120))
+    assert at.selectbox(key="verifiers.source").value == "toy"
+    boxes = {t.label: t.value for t in at.text_input}
+    assert boxes == {"p (target)": "1/3, 2/3", "q (draft)": "2/3, 1/3"}  # court.TOY_P and TOY_Q
+    assert [s.value for s in at.slider if s.label.startswith("Drafts")] == [court.TOY_K]
+    assert all(t.disabled for t in at.text_input)
+    at.selectbox(key="verifiers.source").select("pq")
+    run(at)
+    at.text_input(key="verifiers.p").set_value("0.6, 0.4")
+    at.text_input(key="verifiers.q").set_value("0.5, 0.5")
+    run(at)
+    at.selectbox(key="verifiers.source").select("reference")
+    run(at)
+    assert [s.value for s in at.slider if s.label.startswith("Drafts")] == [certify.shown_problem("reference").K]
+    assert "0.6, 0.4" not in [t.value for t in at.text_input]
+    at.selectbox(key="verifiers.source").select("pq")
+    run(at)
+    assert at.text_input(key="verifiers.p").value == "0.6, 0.4"  # kept while another problem was judged
+    assert at.text_input(key="verifiers.q").value == "0.5, 0.5"

@@ -113,6 +113,13 @@ def test_sample_and_match_acceptance_is_sum_p_q():
     assert P @ Q < theory.acceptance_rate(P, Q)
 
 
+def test_cheat_sheet_titles_end_once():
+    """Issue 29: "Is typical acceptance lossless?." in the cheat sheet."""
+    sheet = iv.cheat_sheet()
+    assert "?." not in sheet and "**Is typical acceptance lossless?**" in sheet
+    assert "**Acceptance rate.**" in sheet  # control: a title without its own stop gets one
+
+
 def test_cheat_sheet_carries_every_formula_and_the_score():
     qs = iv.questions()
     sheet = iv.cheat_sheet({q.key: i % 2 == 0 for i, q in enumerate(qs)})

@@ -367,3 +367,46 @@ def test_residual_is_what_acceptance_leaves_missing():
             np.testing.assert_allclose(r.law, d.residual, atol=1e-12)
         else:  # p == q: the branch is unreachable and falls back to p
             np.testing.assert_allclose(r.law, p, atol=0)
+
+
+def test_texts_after_one_round_read_as_english_and_a_pooled_test_is_not_a_result():
+    """Issue 29: "1 rounds", and a chi-square "on 0 degrees of freedom" shown as a result."""
+    from specviz.app.results import plural
+
+    assert [plural(n, "round") for n in (0, 1, 2, 1000)] == ["0 rounds", "1 round", "2 rounds", "1,000 rounds"]
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    one = rd.Tally(1, 2, np.array([2, 0, 0, 0]), 2.0, 2.5, stats.chi_square(np.array([2, 0, 0, 0]), p))
+    assert one.test.dof == 0
+    text = rd.tally_caption(one)
+    assert "nothing to test yet" in text and "degrees of freedom" not in text and "2 tokens" in text
+    many = np.array([50, 30, 15, 5])
+    more = rd.Tally(40, 100, many, 2.5, 2.5, stats.chi_square(many, p))
+    assert "on 3 degrees of freedom" in rd.tally_caption(more)  # control: a real test is reported
+    at = open_page("app_pages/one_round.py", {"rounds": "1", "event": str(rd.END)})
+    shown = " ".join(str(c.value) for c in at.caption)
+    assert "0 degrees" not in shown and "1 rounds" not in shown
+    assert "nothing to test yet" in shown or "degrees of freedom" in shown
+
+
+def test_a_done_round_says_what_the_kv_caches_keep_from_the_rollback_widgets_numbers():
+    """Issue 29: KV-cache rollback was on no lesson page; One round says it after each round, from kv_rollback."""
+    from specviz.app import interview_topics as topics
+
+    p, q = rd.pair(rd.PRESETS[0], 0)
+    K, rounds = 3, 40
+    c = rd.coins(q, K, rounds, 0)
+    seen = set()
+    for i in range(rounds):
+        tr = rd.trace(p, q, c, i)
+        j = sum(s.state == rd.STATES[0] for s in tr.steps)
+        r = topics.kv_rollback(rd.ROLLBACK_CONTEXT, K, j, 1)
+        text = rd.rollback_sentence(tr)
+        assert f"keeps L + {j}," in text and f"wrote L + {K} positions" in text
+        assert f"re-feeds {r.next_drafter_feed} token" in text
+        assert (f"drops the other {K - j}" in text) == (j < K) and ("drops none" in text) == (j == K)
+        seen.add(j == K)
+    assert seen == {True, False}  # both a rejection and an all-kept round were described
+    at = open_page("app_pages/one_round.py", {"rounds": "1", "event": str(rd.END)})
+    assert any("KV cache" in str(c.value) for c in at.caption)
+    before = open_page("app_pages/one_round.py", {"rounds": "1", "event": "0"})
+    assert not any("KV cache" in str(c.value) for c in before.caption)  # only once the round is done

@@ -185,3 +185,19 @@ def test_the_verifiers_page_shows_the_registry():
     (shown,) = [t.value for t in at.table if "verifier" in t.value.columns]
     assert list(shown["verifier"]) == list(registry.VERIFIERS)
     assert list(shown["claims"]) == ["lossless" if e.lossless else "LOSSY" for e in ENTRIES]
+
+
+def test_sample_match_line_says_what_it_draws_with():
+    """Issue 29: the line said "with the drafter's coins"; the rule draws y ~ p with its own uniform, q unused."""
+    entry = registry.VERIFIERS["verify_sample_match"]
+    assert "drafter's coins" not in entry.summary and "uniform of its own" in entry.summary
+    rng = np.random.default_rng(29)
+    B, K, V = 7, 3, 5  # B rows, K drafts, V vocabulary
+    p = rng.dirichlet(np.ones(V), size=(B, K + 1))
+    drafts = rng.integers(0, V, size=(B, K))
+    u = Uniforms(rng.random((B, K)), rng.random(B))
+    num = np.full(B, K)
+    outs = [entry.function(p, rng.dirichlet(np.ones(V), size=(B, K)), drafts, num, uniforms=u) for _ in range(2)]
+    assert np.array_equal(outs[0].tokens, outs[1].tokens)  # two drafters' q, the same uniforms: the same tokens
+    other = entry.function(p, None, drafts, num, uniforms=Uniforms(1 - u.accept, u.sample))
+    assert not np.array_equal(other.tokens, outs[0].tokens)  # control: its own uniforms decide the draws

@@ -143,6 +143,25 @@ TOY = "toy"  # the block paper's p = (1/3, 2/3), q = (2/3, 1/3), K = 2
 PQ = "pq"  # a typed p and q, the same at every position
 
 
+class Shown(NamedTuple):
+    """The p, q and K a problem of the Verifiers page judges, as its greyed-out inputs show them."""
+
+    p: str
+    q: str
+    K: int
+
+
+def shown_problem(source: str) -> Shown:
+    """What the Verifiers page's p, q and K boxes show for a problem other than a typed pair: its own numbers."""
+    if source == TOY:
+        return Shown(f"{court.TOY_P[0] * 3:g}/3, {court.TOY_P[1] * 3:g}/3", f"{court.TOY_Q[0] * 3:g}/3, "
+                     f"{court.TOY_Q[1] * 3:g}/3", court.TOY_K)  # fmt: skip
+    if source == PQ:
+        raise InputError("source", "a problem other than the typed pair (its boxes show what was typed)", source)
+    pb = court.problem(source)
+    return Shown("the scenario's target chain (a row per context)", "the scenario's drafter (a row per context)", pb.K)
+
+
 def page_problem(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int) -> court.Problem:
     """The problem the Verifiers page judges: the toy pair, a typed p and q with K drafts, or a prove scenario."""
     if source == TOY:
@@ -150,6 +169,12 @@ def page_problem(source: str, p: tuple[float, ...], q: tuple[float, ...], K: int
     if source == PQ:
         return court.pair_problem(p, q, K)
     return court.problem(source)
+
+
+# The tokens test of a measured rule compares its simulation with the court's exact expectation for the same
+# rule: it checks the simulation, lossy rule or not, and says nothing about losslessness (the badge does).
+SIMULATION_TEST = "simulation = exact tokens?"
+SIMULATION_SAYS = {"pass": "agrees", "fail": "differs", "inconclusive": "inconclusive"}
 
 
 def measured_rows(judgements: list[court.Judgement], pb: court.Problem, n: int, seed: int) -> list[dict]:
@@ -164,7 +189,10 @@ def measured_rows(judgements: list[court.Judgement], pb: court.Problem, n: int, 
             continue
         m = court.measure(j, j.rule, pb, n=n, seed=seed)
         t = results.tokens_point(m.tokens_per_round, m.se, m.rounds, m.exact)
+        # z as text: without power the test gives no z ("–"), where a number column would print "None".
+        z = f"{m.z:+.2f}" if t.conclusive and np.isfinite(m.z) else "–"
         out.append({"rule": j.rule, "measured tokens per verification (±1 SE)": results.point_text(t),
-                    "exact, over the rounds run": m.exact, "z": m.z if t.conclusive else None,
-                    "tokens test": results.tokens_says(t), "detectable shift": t.detectable})  # fmt: skip
+                    "exact, over the rounds run": m.exact, "z": z,
+                    SIMULATION_TEST: SIMULATION_SAYS[results.tokens_says(t)],
+                    "detectable shift": t.detectable})  # fmt: skip
     return out

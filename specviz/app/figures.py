@@ -432,7 +432,8 @@ def settings_bars(p_raw: Sequence[float], p: Sequence[float], q_raw: Sequence[fl
     """Grouped bars per token: raw and processed target, raw and processed draft.
 
     The processed bars of tokens a side's settings removed are drawn empty with an "✕" above
-    them (their height is 0; the raw bar beside shows what was taken away).
+    them (their height is 0; the raw bar beside shows what was taken away), each side's marks in a
+    row of their own: a token both sides removed shows both, neither hiding the other.
     """
     V = len(p)
     x = _tokens(V)
@@ -446,11 +447,11 @@ def settings_bars(p_raw: Sequence[float], p: Sequence[float], q_raw: Sequence[fl
         fig.add_bar(x=x, y=np.asarray(y, dtype=np.float64), name=name, marker_color=color, opacity=opacity,
                     hovertemplate="%{x}<br>" + name + " = %{y:.4f}<extra></extra>")  # fmt: skip
     top = float(max(np.max(p_raw), np.max(p), np.max(q_raw), np.max(q)))
-    marks = ((removed_p, "removed by the request", TARGET), (removed_q, "removed by the drafter", DRAFT))
-    for mask, name, color in marks:
+    marks = ((removed_p, "removed by the request", TARGET, 1.14), (removed_q, "removed by the drafter", DRAFT, 1.05))
+    for mask, name, color, height in marks:
         idx = np.flatnonzero(np.asarray(mask, dtype=bool))
         if idx.size:
-            fig.add_scatter(x=[x[i] for i in idx], y=[top * 1.06] * idx.size, mode="markers", name=name,
+            fig.add_scatter(x=[x[i] for i in idx], y=[top * height] * idx.size, mode="markers", name=name,
                             marker=dict(symbol="x", size=10, color=color),
                             hovertemplate="%{x}: " + name + "<extra></extra>")  # fmt: skip
     return _layout(fig, "Raw and processed target and draft", barmode="group", yaxis_title="probability", height=380)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..proof import theory
+from ..verifiers import lossy
 from . import interview_topics as topics
 from . import speed
 from .links import plain
@@ -41,7 +42,7 @@ from .links import plain
 REFERENCE_P = theory.REFERENCE_P  # the textbook example, one definition for the whole project
 UNIFORM_Q = theory.REFERENCE_Q
 SPEEDUP_EXAMPLE = (0.7, 3, 0.1)  # acceptance a, drafts K, drafter cost c of the speedup question
-TYPICAL_EXAMPLE = (0.3, 0.6)  # epsilon, delta of the typical-acceptance question
+TYPICAL_EXAMPLE = (lossy.TYPICAL_EPSILON, lossy.TYPICAL_DELTA)  # Medusa's defaults, as on the Verifiers page
 # A published accelerator's dense 16-bit peak and memory bandwidth (NVIDIA H100 SXM datasheet:
 # 989 TFLOP/s dense BF16, 3.35 TB/s HBM3), used only as a worked example of a ridge point.
 EXAMPLE_PEAK_FLOPS = 989e12
@@ -385,14 +386,16 @@ def _topic_questions() -> tuple[Question, ...]:
         ),
         Question(
             "settings", "p and q under temperature, top-k and top-p",
-            "The request asks temperature 0.7 and top-p 0.9; the drafter samples at temperature 1 with no top-p. "
+            f"The request asks temperature {topics.SETTINGS_REQUEST.temperature:g} and top-p "
+            f"{topics.SETTINGS_REQUEST.top_p:g}; the drafter samples at temperature 1 with no top-p. "
             "Which p and q must the rule be given?",
             "choice", SETTINGS_CHOICES, SETTINGS_CHOICES[0], 0.0,
             "Lossless means the output follows plain decoding with the request's settings, so p is the target "
             "after temperature, top-k and top-p; q is the law each draft really came from, the drafter's own "
             "settings included. They need not match. Top-k or top-p on the target zero some tokens of p: a draft "
-            "there is always rejected. Getting it wrong in the catalogue's example: the raw target gives TV "
-            f"{_fmt(st.target_unprocessed_tv)} from the processed p (textbook example); the drafter's raw q "
+            "there is always rejected. Getting it wrong: the raw target gives TV "
+            f"{_fmt(st.target_unprocessed_tv)} from the processed p (this request on the textbook p, as in the "
+            "widget below); the drafter's raw q "
             f"instead of the one it sampled from gives TV {_fmt(st.q_unprocessed_tv)} "
             f"(p = {topics.SETTINGS_P.tolist()}, q = {topics.SETTINGS_Q.tolist()}).",
         ),
@@ -450,7 +453,8 @@ def cheat_sheet(results: dict[str, bool] | None = None) -> str:
         "## Formulas (worked on p = [0.5, 0.3, 0.15, 0.05], q uniform)",
     ]
     for q in qs:
-        lines.append(f"- **{q.title}.** {q.reveal}")
+        stop = "" if q.title.endswith(("?", ".", "!")) else "."  # "lossless?" takes no full stop after it
+        lines.append(f"- **{q.title}{stop}** {q.reveal}")
     lines += ["", "## Classic mistakes"]
     for b in BUGS.values():
         lines.append(f"- **{b.name}**: {b.title}. Caught by {b.caught_by}.")

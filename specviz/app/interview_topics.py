@@ -26,6 +26,7 @@ from ..errors import InputError
 from ..proof import block_trace, court, theory
 from ..proof.bugs import BUGS
 from ..verifiers import tree
+from ..verifiers.processing import Settings, process_logits
 from ..verifiers.verify import Uniforms, verify
 from .position import show_me
 
@@ -106,15 +107,29 @@ def block_toy() -> BlockToy:
     return BlockToy(float(chain), float(block), int(prob.K))
 
 
+SETTINGS_REQUEST = Settings(temperature=0.7, top_p=0.9)  # the settings question's request; its widget starts here
+
+
+class RequestTarget(NamedTuple):
+    processed: np.ndarray  # (V,) the textbook p after the request's temperature and top-p
+    tv: float  # TV(raw p, processed p): what the rule run on the raw target gets wrong (its law is the raw p)
+
+
+def request_target(temperature: float, top_p: float) -> RequestTarget:
+    """The textbook target under a request's temperature and top-p; the question's text and widget both read it."""
+    p = np.asarray(process_logits(np.log(TEXTBOOK_P), Settings(temperature=temperature, top_p=top_p)))
+    return RequestTarget(p, theory.total_variation(TEXTBOOK_P, p))
+
+
 class SettingsFacts(NamedTuple):
-    target_unprocessed_tv: float  # the rule run on the raw target: TV from the processed p
+    target_unprocessed_tv: float  # the rule run on the raw target, the question's request: TV from the processed p
     q_unprocessed_tv: float  # the rule told the drafter's raw q: TV from p
 
 
 def settings_facts() -> SettingsFacts:
-    tu = theory.position_law(TEXTBOOK_P, TEXTBOOK_Q, "target_unprocessed")
+    tu = request_target(SETTINGS_REQUEST.temperature, SETTINGS_REQUEST.top_p)
     qu = theory.position_law(SETTINGS_P, SETTINGS_Q, "q_unprocessed")
-    return SettingsFacts(theory.total_variation(tu, TEXTBOOK_P), theory.total_variation(qu, SETTINGS_P))
+    return SettingsFacts(tu.tv, theory.total_variation(qu, SETTINGS_P))
 
 
 class Unclamped(NamedTuple):

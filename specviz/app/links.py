@@ -10,6 +10,13 @@ through :func:`plain` (Markdown-escaped), never as Markdown.
 A page does all of that through :func:`open_page`, its preamble: the link read into session state,
 its notes shown where the page wants them (:meth:`PageLink.show_notes`), caps applied with a note
 (:meth:`PageLink.cap`), and the settings shown written back (:meth:`PageLink.show_in_link`).
+
+The rule for links (docs/tour.md): a link reproduces everything the page showed, results
+included, except a result that answers a prediction the visitor has not made yet. A page names
+the results a click shows as :class:`Result` objects; :meth:`PageLink.show_in_link` marks each
+one shown with ``?name=1``, and :meth:`PageLink.restores` says whether the link this run arrived
+with asks for it. A result with ``answers_prediction`` is never marked, so a link to it restores
+the settings and the prediction step, and the result appears once the visitor runs it.
 """
 
 from __future__ import annotations
@@ -84,6 +91,20 @@ def parse_floats(text: str) -> list[float]:
 
 def floats_param(name: str, default: Sequence[float]) -> Param:
     return Param(name, list(default), parse_floats, f"a comma list of at most {MAX_TABLE_V} numbers", format_floats)
+
+
+def int_list_param(name: str, allowed: Sequence[int], max_items: int) -> Param:
+    """A comma list of at most ``max_items`` integers, each one of ``allowed`` (e.g. the sample sizes clicked)."""
+    options = tuple(allowed)
+
+    def parse(text: str) -> list[int]:
+        items = [int(s) for s in text.split(",")] if text.strip() else []
+        if len(items) > max_items or any(v not in options for v in items):
+            raise ValueError(text)
+        return items
+
+    what = f"a comma list of at most {max_items} of " + ", ".join(str(v) for v in options)
+    return Param(name, [], parse, what, lambda v: ",".join(str(int(x)) for x in v))
 
 
 def text_param(name: str, default: str, max_len: int = 2000) -> Param:
@@ -291,6 +312,24 @@ def error_text(error: BaseException) -> str:
     return plain(str(error))
 
 
+@dataclass(frozen=True)
+class Result:
+    """A result a page shows after a click (a test run, a measurement), and whether a link restores it."""
+
+    name: str  # its mark in the link, ?name=1, while the page shows it
+    answers_prediction: bool = False  # a link never shows it: the visitor predicts, then runs
+
+    @property
+    def marked(self) -> bool:
+        """Whether a link carries this result (the one rule: every result but a prediction's answer)."""
+        return not self.answers_prediction
+
+
+def result_marks(results: Sequence[Result]) -> list[Param]:
+    """The link's marks of the results a link carries, as settings (``?name=1``, absent when not shown)."""
+    return [bool_param(r.name, False) for r in results if r.marked]
+
+
 # --- a page's preamble ---------------------------------------------------------------------------
 
 LINK_ICON = ":material/link:"  # beside a note about a value in the link
@@ -316,6 +355,17 @@ class PageLink:
     query: dict[str, Any]  # the link this run arrived with
     from_link: bool  # arrived with a link of its own (see :func:`link_given`)
     notes: list[str]  # about bad values in the link, each replaced by its default
+    results: Sequence[Result] = ()  # the results a click shows on this page
+
+    def restores(self, result: Result) -> bool:
+        """Whether this run arrived with a link that showed ``result``: the page shows it again without a click.
+
+        Never for a result that answers a prediction (:attr:`Result.answers_prediction`).
+        """
+        if result not in self.results:
+            raise InputError("result", "one of the results given to open_page", result.name)
+        marks = decode_params(self.query, result_marks([result])).values
+        return self.from_link and bool(marks.get(result.name, False))
 
     def show_notes(self) -> None:
         """The link's notes, as warnings, where the page calls this (under its title, usually)."""
@@ -334,18 +384,29 @@ class PageLink:
         for note in notes:
             self.ui.warning(note, icon=CUT_ICON)
 
-    def show_in_link(self, values: Mapping[str, Any]) -> None:
-        """Write the settings shown into the address bar (:func:`show_in_link`)."""
-        show_in_link(self.ui.query_params, self.ui.session_state, values, self.params, self.prefix)
+    def show_in_link(self, values: Mapping[str, Any], shown: Sequence[Result] = ()) -> None:
+        """Write the settings shown, and a mark for each result ``shown``, into the address bar (:func:`show_in_link`).
+
+        A result that answers a prediction gets no mark: a link to it shows the settings, not the answer.
+        """
+        unknown = [r.name for r in shown if r not in self.results]
+        if unknown:
+            raise InputError("shown", "results given to open_page", ", ".join(unknown))
+        marks = {r.name: True for r in shown if r.marked}
+        params = [*self.params, *(p for p in result_marks(self.results) if p.name in marks)]
+        show_in_link(self.ui.query_params, self.ui.session_state, {**values, **marks}, params, self.prefix)
 
 
-def open_page(ui: Ui, params: Sequence[Param], prefix: str, keep: Sequence[str] = ()) -> PageLink:
+def open_page(
+    ui: Ui, params: Sequence[Param], prefix: str, keep: Sequence[str] = (), results: Sequence[Result] = ()
+) -> PageLink:
     """A page's preamble: its settings seeded from the link into session state (:func:`init_state`).
 
     Call it before the page draws a widget of its settings; show the notes with
-    :meth:`PageLink.show_notes`.
+    :meth:`PageLink.show_notes`. ``results`` are the results a click shows on the page
+    (:meth:`PageLink.restores` tells whether the link asks for one).
     """
     query = ui.query_params.to_dict()
     from_link = link_given(query, ui.session_state, params)  # before init_state records the link
     notes = init_state(query, ui.session_state, params, prefix, keep)
-    return PageLink(ui, params, prefix, query, from_link, notes)
+    return PageLink(ui, params, prefix, query, from_link, notes, tuple(results))

@@ -384,6 +384,41 @@ def tally(target_probs: np.ndarray, draft_probs: np.ndarray, result: Verificatio
     )
 
 
+ROLLBACK_CONTEXT = 100  # any context length L: what a cache keeps is counted from it
+
+
+def rollback_sentence(tr: RoundTrace) -> str:
+    """What a real model's KV caches do after this round (interview_topics.kv_rollback), for a done round."""
+    from .interview_topics import kv_rollback
+
+    K = len(tr.steps)
+    j = sum(s.state == STATES[0] for s in tr.steps)  # drafts kept
+    L = ROLLBACK_CONTEXT
+    r = kv_rollback(L, K, j, page=1)
+    drop = (f"drops the other {r.target_dropped} (the rejected draft and every draft after it)" if r.target_dropped
+            else "drops none: every draft was kept")  # fmt: skip
+    return (f"In a real model's KV cache (a context of L tokens): the target's verification pass wrote L + "
+            f"{r.target_written - L} positions and keeps L + {r.target_kept - L}, the context and the {j} kept "
+            f"draft{'' if j == 1 else 's'}, and {drop}. The token this round emitted has no cache entry yet: it was "
+            f"drawn from the output at the last kept position, and the next pass feeds it first "
+            f"({r.next_target_feed} token before the new drafts); the drafter re-feeds {r.next_drafter_feed} "
+            f"token{'' if r.next_drafter_feed == 1 else 's'}" + (" (its last draft, which it never fed, and the bonus)"
+            if r.next_drafter_feed == 2 else " (the emitted one)") + ".")  # fmt: skip
+
+
+def tally_caption(t: Tally) -> str:
+    """What the histogram's chi-square says, or that there is nothing to test yet (no cell to compare with p)."""
+    from .find_bug import p_value_text
+    from .results import plural
+
+    if t.test is None or t.test.dof < 1:  # one pooled cell: the counts cannot differ from p
+        return (f"Chi-square against p: nothing to test yet. {plural(t.tokens, 'token')} fill one cell once the "
+                "rare tokens are pooled, so there is no comparison with p: keep playing.")  # fmt: skip
+    return (f"Chi-square against p: statistic {t.test.statistic:.2f} on {plural(t.test.dof, 'degree')} of freedom, "
+            f"p-value {p_value_text(t.test)} (the critical value at α = {t.test.alpha:g} is "
+            f"{t.test.critical_value:.2f}).")  # fmt: skip
+
+
 class Parting(NamedTuple):
     """Where the rule and a mistake, on the same coins, first emit something different."""
 

@@ -424,6 +424,7 @@ class Samples:
         self.key = key
         self.counts = np.zeros(V, dtype=np.int64)
         self.clicks = 0  # each click draws with its own seed: [seed, clicks]
+        self.sizes: list[int] = []  # the size of each click's draw, in order: the link replays them
         self.trace: list[dict] | None = None  # the last single verification, for its table
         self.single: int | None = None  # the token of the last single sample, marked on the chart
 
@@ -431,6 +432,7 @@ class Samples:
         """Count ``draws``' first tokens; one draw alone is also traced and marked."""
         n = len(draws.first_tokens)
         self.clicks += 1
+        self.sizes = [*self.sizes, n]
         self.counts = self.counts + np.bincount(draws.first_tokens, minlength=len(self.counts))
         self.trace = trace_table(draws, target_probs, draft_probs) if n == 1 else self.trace
         self.single = int(draws.first_tokens[0]) if n == 1 else None

@@ -444,3 +444,8 @@ def tokens_rows(
             row[f"rows_{tag}"] = None if m is None else int(m.n)
         rows.append(row)
     return rows
+
+
+def plural(n: int, word: str) -> str:
+    """``n`` with ``word``, plural unless n is 1: "1 round", "2 rounds" (thousands separated)."""
+    return f"{int(n):,} {word}{'' if int(n) == 1 else 's'}"

@@ -94,7 +94,8 @@ VERIFIERS: dict[str, Entry] = {
         Entry("verify_tree_chain", "tree (chain-shaped)", "tree", "verify", True, verify_tree_chain, f"{_REF}:verify",
               False, "Tree verification on chain-shaped trees, with verify's signature: the chain rule."),
         Entry("verify_sample_match", "sample-and-match", "chain", "verify", True, verify_sample_match, "", False,
-              "Sample from p with the drafter's coins and keep drafts while they match."),
+              "Draw a token from p with a uniform of its own at each position, keep drafts while they match it, emit "
+              "the drawn token at the first mismatch; q is never read."),
         Entry("verify_block_lossy", "block, lossy last threshold", "block", "verify", False, verify_block_lossy, "",
               False, "Block verification with min(1, prod p/q) as the last threshold: lossy, for comparison."),
         Entry("verify_typical", "typical acceptance (Medusa)", "chain", "verify", False, verify_typical, "", False,
