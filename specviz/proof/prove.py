@@ -453,7 +453,12 @@ def calibrate_tests(
     bug: Bug | None = None,
     verifier: Callable[..., Any] = verify,
 ) -> dict[str, Calibration]:
-    """:func:`calibrate` for several tests on the same samples (one simulation per seed)."""
+    """How often each test rejects at level alpha over many seeds, all on the same samples.
+
+    For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
+    too often means the chi-square approximation (or the pooling) is off, too rarely means it
+    is conservative. ``bug`` or ``verifier`` replace the verifier.
+    """
     sc = get_scenario(scenario)
     seeds = list(seeds)
     if not seeds:
@@ -469,24 +474,3 @@ def calibrate_tests(
         for name, test in tests.items():
             rejected[name] += not test(sim, law, alpha)
     return {name: rejection_rate(r, len(seeds), alpha) for name, r in rejected.items()}
-
-
-def calibrate(
-    scenario: str = "reference",
-    *,
-    seeds: Iterable[int] = range(100),
-    n: int = 100_000,
-    alpha: float = 0.01,
-    bug: Bug | None = None,
-    verifier: Callable[..., Any] = verify,
-    test: CalibratedTest = joint_passes,
-) -> Calibration:
-    """How often a test (default: the joint chi-square) rejects at level alpha over many seeds.
-
-    For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
-    too often means the chi-square approximation (or the pooling) is off, too rarely means it
-    is conservative. ``test`` replaces the joint test (to check that a miscalibrated one is
-    detected); ``bug`` or ``verifier`` replace the verifier.
-    """
-    return calibrate_tests({"test": test}, scenario, seeds=seeds, n=n, alpha=alpha, bug=bug,
-                           verifier=verifier)["test"]  # fmt: skip

@@ -74,14 +74,6 @@ TYPICAL_DELTA = 0.3  # medusa_generate's posterior_alpha default (same function)
 Fallback = Literal["argmax", "typical", "target"]
 
 
-def typical_threshold(target_probs: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    """min(epsilon, delta exp(-H(p))) for rows (..., V) of probabilities, float64 (...,)."""
-    p = np.asarray(target_probs, dtype=np.float64)
-    logp = np.log(np.where(p > 0, p, 1.0))
-    h = -(p * logp).sum(-1)
-    return np.minimum(epsilon, delta * np.exp(-h))
-
-
 def verify_typical(
     target_probs: Array,
     draft_probs: Array | None,
