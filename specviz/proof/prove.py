@@ -451,13 +451,12 @@ def calibrate_tests(
     n: int = 100_000,
     alpha: float = 0.01,
     bug: Bug | None = None,
-    verifier: Callable[..., Any] = verify,
 ) -> dict[str, Calibration]:
     """How often each test rejects at level alpha over many seeds, all on the same samples.
 
     For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
     too often means the chi-square approximation (or the pooling) is off, too rarely means it
-    is conservative. ``bug`` or ``verifier`` replace the verifier.
+    is conservative. ``bug`` replaces the verifier.
     """
     sc = get_scenario(scenario)
     seeds = list(seeds)
@@ -466,7 +465,7 @@ def calibrate_tests(
     if int(n) < 1:
         raise InputError("n", "at least 1 sequence", str(n))
     law = scenario_chains(sc)[0].joint_law(sc.L)
-    fn = bug.verifier if bug else verifier
+    fn = bug.verifier if bug else verify
     mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
     rejected = dict.fromkeys(tests, 0)
     for s in seeds:
