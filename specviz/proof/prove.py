@@ -27,8 +27,7 @@ verdicts.
 The scenarios and where each bug runs are in :mod:`specviz.proof.scenarios`; the result types,
 explanations and the record ``prove --json`` prints in :mod:`specviz.proof.report`; each kind's
 controls in :mod:`specviz.proof.controls`; what each verifier is (kind, signature, lossless) in
-:mod:`specviz.proof.registry`. Their public names are re-exported here, where the suite's
-callers have always found them.
+:mod:`specviz.proof.registry`.
 
 Kinds of verifier (:data:`KINDS`, ``prove --kind``): "chain" is the above. "block" holds the
 verifier to block verification's own exact tokens per step

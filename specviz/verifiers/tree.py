@@ -68,12 +68,8 @@ with r kept unnormalized and M its integer-summed mass, and elementwise float64 
 torch, so both return identical tokens for the same uniforms. Flooring moves each mass by at
 most V 2^-48, which moves the law by about that much per tested candidate.
 
-Also here, for demos and tests: tree shapes (:func:`kary_parents`, :func:`multi_draft_parents`),
-batches of trees for a context-free pair (:func:`context_free_trees`), the exact chance a node
-accepts one of k candidates and the expected accepted depth of a k-ary tree
-(:func:`node_acceptance`, :func:`kary_expected_accepted`), a seeded measurement
-(:func:`measure_kary`) and one verification node by node (:func:`trace`). The exact law of
-rounds of tree verification on Markov chains is :func:`specviz.proof.court.judge_tree`.
+Also here, for demos and tests: tree shapes, their closed forms and one verification node by
+node (:func:`trace`). The exact law of rounds on Markov chains is :func:`specviz.proof.court.judge_tree`.
 """
 
 from __future__ import annotations
