@@ -124,7 +124,6 @@ class _Tree(NamedTuple):
     draft: Array | None  # (B, N, V) as given
     tokens: Array  # (B, N) int64, 0 where unread
     parents: Array  # (B, N) int64, -2 where unread
-    live: Array  # (B, N) bool, n < num_nodes
     has_child: Array  # (B, N) bool
     B: int
     N: int
@@ -279,7 +278,7 @@ def _prepare(
         check.check_prob_rows("target_probs", T[live], ops)  # (rows read, V)
         if Q is not None:
             check.check_prob_rows("draft_probs", Q[has_child], ops)
-    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, live=live, has_child=has_child, B=B, N=N, V=V)
+    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, has_child=has_child, B=B, N=N, V=V)
 
 
 def _uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:
