@@ -2,7 +2,7 @@
 
     python benchmarks/fuzz.py [--budget 600] [--seed 0] [--slow 5] [--json out.json]
 
-Each page registered in app.py is opened with hostile values in its link parameters (read from
+Each page of the page table (specviz.app.flow.LESSONS) is opened with hostile values in its link parameters (read from
 the page's ``links.*_param`` calls): one parameter at a time over every edge value, then random
 combinations until the time budget is spent; then each widget of the opened page is set to edge
 values (number boxes: NaN excluded for integer boxes, which Streamlit itself cannot hold, see
@@ -43,12 +43,11 @@ TEXTS = [*PAYLOADS, "", "x" * 5000, "1, 2, 3", "0.5, 0.5", "1/0, 50%", "\u202e\u
 
 
 def pages_and_params() -> dict[str, dict[str, str]]:
-    """{page file: {link parameter: kind}} from app.py's st.Page calls and each page's *_param calls."""
-    app = ast.parse((ROOT / "app.py").read_text())
-    pages = [ast.literal_eval(c.args[0]) for c in ast.walk(app)
-             if isinstance(c, ast.Call) and getattr(c.func, "attr", None) == "Page"]  # fmt: skip
+    """{page file: {link parameter: kind}} from the page table and each page's *_param calls."""
+    from specviz.app.flow import LESSONS
+
     out = {}
-    for page in pages:
+    for page in (lesson.file for lesson in LESSONS):
         params = {}
         for c in ast.walk(ast.parse((ROOT / page).read_text())):
             kind = getattr(c.func, "attr", "") if isinstance(c, ast.Call) else ""

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import secrets
 import statistics
 import sys
@@ -163,8 +162,10 @@ def show(name: str, xs: list[float], baseline: float | None = None) -> None:
 
 
 def app_pages() -> list[str]:
-    """Every page's url path, read from app.py's PAGES ("" for Home, the default page)."""
-    return ["", *re.findall(r'url_path="([^"]+)"', (Path(__file__).resolve().parents[1] / "app.py").read_text())]
+    """Every page's url path, from the page table ("" for Home, the default page)."""
+    from specviz.app.flow import LESSONS
+
+    return [lesson.url_path for lesson in LESSONS]
 
 
 SETTLE_S = 0.5  # after the last action of a measurement: the server finishes closing sessions

@@ -19,7 +19,7 @@ import pytest
 from scipy import stats as sps
 
 from specviz.proof.bugs import BUGS
-from specviz.proof.prove import calibrate, calibrate_tests, joint_passes, rejection_critical, tokens_passes
+from specviz.proof.prove import calibrate_tests, joint_passes, rejection_critical, tokens_passes
 from specviz.proof.simulate import Simulation
 from specviz.proof.stats import chi_square, counts, joint_test, mean_test
 
@@ -71,17 +71,21 @@ def test_negative_control_a_miscalibrated_test_is_flagged(fast, name):
 
 
 def test_negative_control_a_broken_verifier_is_flagged():
-    cal = calibrate("one_draft", seeds=range(40), n=N, alpha=ALPHA, bug=BUGS["resample_from_p"])
+    cal = calibrate_tests(
+        {"joint": joint_passes}, "one_draft", seeds=range(40), n=N, alpha=ALPHA, bug=BUGS["resample_from_p"]
+    )["joint"]
     assert cal.far_above and cal.rejections == 40, cal
 
 
 @pytest.mark.slow
 def test_correct_verifier_rejection_rate_is_consistent_with_alpha():
-    cal = calibrate("reference", seeds=range(100), n=100_000, alpha=0.01)
+    cal = calibrate_tests({"joint": joint_passes}, "reference", seeds=range(100), n=100_000, alpha=0.01)["joint"]
     assert cal.consistent, cal  # two-sided binomial test at 0.001
 
 
 @pytest.mark.slow
 def test_negative_control_a_broken_verifier_is_not_calibrated():
-    cal = calibrate("reference", seeds=range(10), n=100_000, alpha=0.01, bug=BUGS["resample_from_p"])
+    cal = calibrate_tests(
+        {"joint": joint_passes}, "reference", seeds=range(10), n=100_000, alpha=0.01, bug=BUGS["resample_from_p"]
+    )["joint"]
     assert not cal.consistent and cal.rejections == 10, cal

@@ -74,7 +74,7 @@ def _chain_inputs(rng: np.random.Generator, B: int = 9, K: int = 3, V: int = 5):
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.reference], ids=lambda e: e.name)
 def test_each_reference_gives_the_functions_tokens_on_the_same_uniforms(entry):
-    ref = entry.reference_function()
+    ref = registry.resolve(entry.reference)
     assert callable(ref), entry.reference
     rng = np.random.default_rng(17)
     if entry.signature == "tree":

@@ -62,10 +62,10 @@ def _torch() -> Any:
     return torch
 
 
-def _tensor(a: Any, dtype: Any = None, device: Any = None) -> Any:
+def _tensor(a: Any, device: Any = None) -> Any:
     t = _torch()
     out = a if isinstance(a, t.Tensor) else t.from_numpy(np.require(np.asarray(a), requirements=["C", "W"]))
-    return out.to(dtype=dtype or out.dtype, device=device or out.device)
+    return out.to(device=device or out.device)
 
 
 def _uniforms(rng: Any, uniforms: Any, B: int, K: int) -> tuple[np.ndarray, np.ndarray]:

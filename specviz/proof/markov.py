@@ -50,14 +50,6 @@ class MarkovChain(NamedTuple):
         """Running sums of every row, computed once, for drawing many tokens by inverse CDF."""
         return inverse_cdf(self.table)
 
-    def greedy_path(self, L: int) -> np.ndarray:
-        """Plain greedy decoding: argmax at each step, ties to the lowest id. Shape (L,)."""
-        out, prev = [], START
-        for _ in range(L):
-            prev = int(np.argmax(self.probs(prev)))
-            out.append(prev)
-        return np.array(out, dtype=np.int64)
-
 
 class InverseCDF(NamedTuple):
     """Inverse-CDF tables of R probability rows (a chain's R = V+1 rows), built once.

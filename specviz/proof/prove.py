@@ -27,8 +27,7 @@ verdicts.
 The scenarios and where each bug runs are in :mod:`specviz.proof.scenarios`; the result types,
 explanations and the record ``prove --json`` prints in :mod:`specviz.proof.report`; each kind's
 controls in :mod:`specviz.proof.controls`; what each verifier is (kind, signature, lossless) in
-:mod:`specviz.proof.registry`. Their public names are re-exported here, where the suite's
-callers have always found them.
+:mod:`specviz.proof.registry`.
 
 Kinds of verifier (:data:`KINDS`, ``prove --kind``): "chain" is the above. "block" holds the
 verifier to block verification's own exact tokens per step
@@ -451,9 +450,13 @@ def calibrate_tests(
     n: int = 100_000,
     alpha: float = 0.01,
     bug: Bug | None = None,
-    verifier: Callable[..., Any] = verify,
 ) -> dict[str, Calibration]:
-    """:func:`calibrate` for several tests on the same samples (one simulation per seed)."""
+    """How often each test rejects at level alpha over many seeds, all on the same samples.
+
+    For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
+    too often means the chi-square approximation (or the pooling) is off, too rarely means it
+    is conservative. ``bug`` replaces the verifier.
+    """
     sc = get_scenario(scenario)
     seeds = list(seeds)
     if not seeds:
@@ -461,7 +464,7 @@ def calibrate_tests(
     if int(n) < 1:
         raise InputError("n", "at least 1 sequence", str(n))
     law = scenario_chains(sc)[0].joint_law(sc.L)
-    fn = bug.verifier if bug else verifier
+    fn = bug.verifier if bug else verify
     mode = bug.drafter_mode if bug and bug.drafter_mode else sc.drafter_mode
     rejected = dict.fromkeys(tests, 0)
     for s in seeds:
@@ -469,24 +472,3 @@ def calibrate_tests(
         for name, test in tests.items():
             rejected[name] += not test(sim, law, alpha)
     return {name: rejection_rate(r, len(seeds), alpha) for name, r in rejected.items()}
-
-
-def calibrate(
-    scenario: str = "reference",
-    *,
-    seeds: Iterable[int] = range(100),
-    n: int = 100_000,
-    alpha: float = 0.01,
-    bug: Bug | None = None,
-    verifier: Callable[..., Any] = verify,
-    test: CalibratedTest = joint_passes,
-) -> Calibration:
-    """How often a test (default: the joint chi-square) rejects at level alpha over many seeds.
-
-    For the correct verifier a calibrated test rejects in about a fraction alpha of the runs:
-    too often means the chi-square approximation (or the pooling) is off, too rarely means it
-    is conservative. ``test`` replaces the joint test (to check that a miscalibrated one is
-    detected); ``bug`` or ``verifier`` replace the verifier.
-    """
-    return calibrate_tests({"test": test}, scenario, seeds=seeds, n=n, alpha=alpha, bug=bug,
-                           verifier=verifier)["test"]  # fmt: skip

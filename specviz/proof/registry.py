@@ -66,10 +66,6 @@ class Entry(NamedTuple):
         """The kind's classic mistakes when this is the kind's own verifier; none otherwise."""
         return kind_controls(self.kind) if self.own else {}
 
-    def reference_function(self) -> Callable[..., Any] | None:
-        """The reference, imported by name (None when the entry has none or it is not importable)."""
-        return resolve(self.reference) if self.reference else None
-
 
 def resolve(spec: str) -> Callable[..., Any] | None:
     """``module:function`` -> the function, or None when the module or the name is missing."""

@@ -80,26 +80,26 @@ STOP_AFTER = 5  # mismatches before the paired test hands the question to the sw
 # --- the paired test ---------------------------------------------------------------------------------
 
 
-def certified_bound(mismatches: int, rows: int, confidence: float = CONFIDENCE) -> float:
+def certified_bound(mismatches: int, rows: int) -> float:
     """One-sided upper confidence bound on P(mismatch) from ``mismatches`` in ``rows``.
 
-    0 mismatches: -ln(1 - confidence) / rows (3.0 / rows at 95%; the exact 1 - 0.05^(1/n) is
+    0 mismatches: -ln(1 - CONFIDENCE) / rows (3.0 / rows at 95%; the exact 1 - 0.05^(1/n) is
     a little smaller). Otherwise Clopper-Pearson's bound.
     """
     if rows <= 0:
         return 1.0
     if mismatches == 0:
-        return min(1.0, -math.log(1.0 - confidence) / rows)
+        return min(1.0, -math.log(1.0 - CONFIDENCE) / rows)
     if mismatches >= rows:
         return 1.0
     from scipy import stats
 
-    return float(stats.beta.ppf(confidence, mismatches + 1, rows - mismatches))
+    return float(stats.beta.ppf(CONFIDENCE, mismatches + 1, rows - mismatches))
 
 
-def rows_for(tv: float, confidence: float = CONFIDENCE) -> int:
+def rows_for(tv: float) -> int:
     """Rows without a mismatch that certify TV <= ``tv``."""
-    return math.ceil(-math.log(1.0 - confidence) / tv)
+    return math.ceil(-math.log(1.0 - CONFIDENCE) / tv)
 
 
 class Paired(NamedTuple):
@@ -170,8 +170,6 @@ def paired_test(
     spec: CallSpec = DEFAULT_SPEC,
     tv: float = 1e-3,
     rows: int | None = None,
-    batch: int | None = None,
-    tables: int = 4,
     seed: int = 0,
     reproducers: str | None = None,
     stop_after: int = 1000,
@@ -196,13 +194,13 @@ def paired_test(
     if not 0 < tv < 1:
         raise InputError("tv", "a bound in (0, 1)", repr(tv))
     want = rows_for(tv) if rows is None else int(rows)
-    B = batch or (32 if V > 32768 else 64 if V > 4096 else 256)
+    B = 32 if V > 32768 else 64 if V > 4096 else 256
     rng = np.random.default_rng([seed, 18])
     saved: list[str] = []  # the reproducers' paths
     t0, done, drafts, bad, calls = time.perf_counter(), 0, 0, 0, 0
     last_note = t0
     error = None
-    rounds_per_table = max(1, math.ceil(want / B / tables))
+    rounds_per_table = max(1, math.ceil(want / B / 4))  # four tables of contexts per run
     while done < want and bad < stop_after and error is None:
         t = realistic_tables(V, K, B, seed=int(rng.integers(1 << 62)), dtype=spec.dtype)
         hand = Handover(t, spec)
@@ -317,7 +315,6 @@ def prove_shipped(
     seed: int = 0,
     reproducers: str | None = None,
     flat: Callable[..., Any] | None = None,
-    sweep_rows: int = 2,
     threads: int | None = None,
     blackbox_rows: int = 20_000,
     progress: Callable[[str], None] | None = None,
@@ -352,7 +349,7 @@ def prove_shipped(
     failed = [p.name for p in probes if p.failed]
     swept = None
     if paired.error is None and paired.mismatches:
-        swept = sweep(verifier, V=V, spec=spec, rows=sweep_rows, seed=seed, progress=progress)
+        swept = sweep(verifier, V=V, spec=spec, rows=2, seed=seed, progress=progress)
     if paired.error is not None:
         verdict, reason = "FAIL", f"the verifier raised on realistic rows: {paired.error}"
     elif swept is not None and not swept.passed:

@@ -34,13 +34,10 @@ Three choices make this fast, reproducible and safe:
   ``validate=True`` the rows read here are checked while they are in cache, not gathered and
   read again (see :func:`draw`).
 - **Which kernels.** On the CPU with Numba installed, the block sums (with the row checks)
-  run in one compiled loop per row, :mod:`specviz.verifiers._fused`: each block of 256 tokens
-  is read once and every pass above runs on it while it is in the first-level cache, with the
-  same float operations, so the same tokens; ``SPECVIZ_BACKEND=numpy`` (or no Numba) runs the NumPy
-  passes. Torch CPU tensors in float32/float64 are verified by the NumPy code on zero-copy
-  views (``specviz.verifiers.verify._numpy_twin``: torch's per-call cost made the same code
-  slower than NumPy's). CUDA tensors and half precision run the torch code; CUDA gathers all
-  rows and columns at once.
+  run in one compiled loop per row (:mod:`specviz.verifiers._fused`, which says how it keeps
+  the same tokens). Torch CPU float32/float64 tensors run this NumPy code on zero-copy views
+  (``specviz.verifiers.verify._numpy_twin``); CUDA tensors and half precision run the torch
+  code, and CUDA gathers all rows and columns at once.
 """
 
 from __future__ import annotations

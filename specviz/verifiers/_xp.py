@@ -97,13 +97,6 @@ class NumpyOps:
         """Row-wise running sum, accumulated sequentially in float64."""
         return np.cumsum(w, axis=1, dtype=np.float64)
 
-    def cumsum_int(self, x: np.ndarray) -> np.ndarray:
-        return np.cumsum(x, axis=1)
-
-    def floor_int(self, x: np.ndarray) -> np.ndarray:
-        """Non-negative floats -> int64 (truncation is floor here)."""
-        return x.astype(np.int64)
-
     def upcast_half(self, w: np.ndarray) -> np.ndarray:
         return w.astype(np.float32) if w.dtype == np.float16 else w
 
@@ -248,17 +241,8 @@ class NumpyOps:
             return out
         return np.count_nonzero(cdf <= thr[:, None], axis=1).astype(np.int64)
 
-    def argsort_rows(self, key: np.ndarray) -> np.ndarray:
-        return np.argsort(key, axis=1, kind="stable")
-
-    def take_along_rows(self, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(x, idx, axis=1)
-
     def argmax_last(self, x: np.ndarray) -> np.ndarray:
         return np.argmax(x, axis=-1).astype(np.int64)
-
-    def any_last(self, x: np.ndarray) -> np.ndarray:
-        return np.any(x, axis=-1)
 
     def is_contiguous(self, x: np.ndarray) -> bool:
         return bool(x.flags.c_contiguous)
@@ -356,12 +340,6 @@ class TorchOps:
     def cumsum64(self, w: Any) -> Any:
         return self.torch.cumsum(w, dim=1, dtype=self.torch.float64)
 
-    def cumsum_int(self, x: Any) -> Any:
-        return self.torch.cumsum(x, dim=1)
-
-    def floor_int(self, x: Any) -> Any:
-        return x.to(self.torch.int64)
-
     def upcast_half(self, w: Any) -> Any:
         return w.float() if w.dtype in (self.torch.float16, self.torch.bfloat16) else w
 
@@ -453,17 +431,8 @@ class TorchOps:
         # searchsorted(right=True) is "number of entries <= thr" for sorted rows.
         return self.torch.searchsorted(cdf, thr[:, None].contiguous(), right=True)[:, 0]
 
-    def argsort_rows(self, key: Any) -> Any:
-        return self.torch.argsort(key, dim=1, stable=True)
-
-    def take_along_rows(self, x: Any, idx: Any) -> Any:
-        return self.torch.gather(x, 1, idx)
-
     def argmax_last(self, x: Any) -> Any:
         return self.torch.argmax(x, dim=-1)
-
-    def any_last(self, x: Any) -> Any:
-        return self.torch.any(x, dim=-1)
 
     def is_contiguous(self, x: Any) -> bool:
         return bool(x.is_contiguous())

@@ -74,14 +74,6 @@ TYPICAL_DELTA = 0.3  # medusa_generate's posterior_alpha default (same function)
 Fallback = Literal["argmax", "typical", "target"]
 
 
-def typical_threshold(target_probs: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
-    """min(epsilon, delta exp(-H(p))) for rows (..., V) of probabilities, float64 (...,)."""
-    p = np.asarray(target_probs, dtype=np.float64)
-    logp = np.log(np.where(p > 0, p, 1.0))
-    h = -(p * logp).sum(-1)
-    return np.minimum(epsilon, delta * np.exp(-h))
-
-
 def verify_typical(
     target_probs: Array,
     draft_probs: Array | None,
@@ -158,17 +150,7 @@ def verify_lenient(
         raise InputError("lenience", "a number in (0, 1]", repr(lenience))
     batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
     ua, us = get_uniforms(batch, rng, uniforms, validate)
-    ops, pos = batch.ops, batch.ops.arange(batch.K)
-    valid, xs = batch.valid, batch.tokens
-    T = ops.to_float64(batch.target)  # (B, K+1, V)
-    px, qx = probed(batch)  # (B, K)
-    passed = valid & (qx > 0) & (ua * lenience * qx < px)  # (B, K)
-    n = ops.run_length(passed)  # (B,)
-    token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)
-    tested = valid & (pos[None, :] <= n[:, None])
-    den = lenience * qx
-    ratio = ops.where(den > 0, px / ops.where(den > 0, den, 1.0), float("nan"))
-    return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, ratio, float("nan")), us)
+    return _kept_then_chain(batch, ua, us, validate, lambda px, qx: ua * lenience * qx < px, lenience)
 
 
 def _result(batch: Batch, n: Array, token: Array, accept_u: Array, ratios: Array, us: Array) -> Verification:
@@ -211,15 +193,20 @@ def verify_ratio_threshold(
         raise InputError("theta", "a positive finite ratio threshold", repr(theta))
     batch = prepare(target_probs, draft_probs, draft_tokens, num_draft, validate=validate)
     ua, us = get_uniforms(batch, rng, uniforms, validate)
+    return _kept_then_chain(batch, ua, us, validate, lambda px, qx: px >= theta * qx, 1.0)
+
+
+def _kept_then_chain(batch: Batch, ua: Array, us: Array, validate: bool, keep: Any, scale: float) -> Verification:
+    """Keep drafts while ``keep(p(x), q(x))`` holds (and q(x) > 0), then the chain's residual or
+    bonus (lenient acceptance, the ratio threshold); ``ratios`` holds p(x) / (scale q(x))."""
     ops, pos = batch.ops, batch.ops.arange(batch.K)
-    valid, xs = batch.valid, batch.tokens
     T = ops.to_float64(batch.target)  # (B, K+1, V)
     px, qx = probed(batch)  # (B, K)
-    passed = valid & (qx > 0) & (px >= theta * qx)  # (B, K)
-    n = ops.run_length(passed)  # (B,)
-    token = inverse_cdf(ops, _chain_row(batch, T, n, xs), us, validate)
-    tested = valid & (pos[None, :] <= n[:, None])
-    ratio = ops.where(qx > 0, px / ops.where(qx > 0, qx, 1.0), float("nan"))
+    n = ops.run_length(batch.valid & (qx > 0) & keep(px, qx))  # (B,) drafts kept
+    token = inverse_cdf(ops, _chain_row(batch, T, n, batch.tokens), us, validate)
+    tested = batch.valid & (pos[None, :] <= n[:, None])
+    den = scale * qx
+    ratio = ops.where(den > 0, px / ops.where(den > 0, den, 1.0), float("nan"))
     return _result(batch, n, token, ops.where(tested, ua, float("nan")), ops.where(tested, ratio, float("nan")), us)
 
 

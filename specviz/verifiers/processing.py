@@ -40,14 +40,12 @@ makes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._types import Array
 from ..errors import InputError
 from ._xp import check_dense, is_torch
-from .verify import Uniforms, Verification, verify
 
 
 @dataclass(frozen=True)
@@ -169,60 +167,6 @@ def _mass_above(probs: np.ndarray) -> np.ndarray:
     return out
 
 
-def removed(logits: Array, settings: Settings) -> np.ndarray:
-    """(..., V) bool: tokens the raw softmax gives mass to and ``settings`` remove."""
-    z = np.asarray(logits.detach().cpu() if is_torch(logits) else logits, dtype=np.float64)
-    return (z > -np.inf) & (np.asarray(process_logits(z, settings)) == 0)
-
-
-class SpeculativeInputs(NamedTuple):
-    """Inputs for :func:`specviz.verify` built the way a correct engine builds them.
-
-    ``target_probs`` (B, K+1, V): the request's processed target; ``draft_probs`` (B, K, V):
-    the law each draft was drawn from (None for a greedy drafter: q is one-hot); ``draft_tokens``
-    (B, K); ``num_draft`` (B,).
-    """
-
-    target_probs: np.ndarray
-    draft_probs: np.ndarray | None
-    draft_tokens: np.ndarray
-    num_draft: np.ndarray
-
-
-def speculative_inputs(
-    target_logits: np.ndarray,
-    draft_logits: np.ndarray,
-    request: Settings,
-    drafter: Settings,
-    rng: np.random.Generator,
-    num_draft: np.ndarray | None = None,
-) -> SpeculativeInputs:
-    """Process both sides' logits and draw the drafts from the drafter's processed law.
-
-    ``target_logits`` (B, K+1, V), ``draft_logits`` (B, K, V) NumPy arrays: the logits at each
-    position (already conditioned on the drafts before it). ``num_draft`` (B,) defaults to K.
-    """
-    T = np.asarray(target_logits, dtype=np.float64)
-    D = np.asarray(draft_logits, dtype=np.float64)
-    if (
-        T.ndim != 3
-        or D.ndim != 3
-        or T.shape[0] != D.shape[0]
-        or T.shape[1] != D.shape[1] + 1
-        or T.shape[2] != D.shape[2]
-    ):
-        raise InputError("draft_logits", "shapes (B, K+1, V) and (B, K, V)", f"{T.shape} and {D.shape}")
-    B, K = D.shape[0], D.shape[1]
-    j = np.full(B, K, dtype=np.int64) if num_draft is None else np.asarray(num_draft, dtype=np.int64)
-    p = process_logits(T, request)
-    q = process_logits(D, drafter)
-    cdf = np.cumsum(q, -1)  # (B, K, V)
-    u = rng.random((B, K, 1)) * cdf[..., -1:]
-    tokens = np.minimum((cdf <= u).sum(-1), D.shape[2] - 1)  # (B, K) inverse CDF
-    tokens = np.where(np.arange(K)[None, :] < j[:, None], tokens, -1)
-    return SpeculativeInputs(p, None if drafter.greedy else q, tokens, j)
-
-
 def output_law(target_probs: Array, drafted_from: Array, reported_q: Array | None = None) -> np.ndarray:
     """Exact law (V,) of the first emitted token when a draft drawn from ``drafted_from`` is
     verified against ``target_probs`` with ``reported_q`` as q (default: the true one).
@@ -241,18 +185,3 @@ def output_law(target_probs: Array, drafted_from: Array, reported_q: Array | Non
     res = np.maximum(p - r, 0.0)
     res = res / res.sum() if res.sum() > 0 else p
     return accept + (1.0 - accept.sum()) * res
-
-
-def verify_processed(
-    target_logits: np.ndarray,
-    draft_logits: np.ndarray,
-    request: Settings,
-    drafter: Settings,
-    rng: np.random.Generator,
-    *,
-    uniforms: Uniforms | None = None,
-) -> Verification:
-    """Draft with the drafter's settings and verify against the request's: the correct pipeline."""
-    inp = speculative_inputs(target_logits, draft_logits, request, drafter, rng)
-    kw: dict[str, Any] = {"uniforms": uniforms} if uniforms is not None else {"rng": rng}
-    return verify(inp.target_probs, inp.draft_probs, inp.draft_tokens, inp.num_draft, **kw)

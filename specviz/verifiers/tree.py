@@ -68,12 +68,8 @@ with r kept unnormalized and M its integer-summed mass, and elementwise float64 
 torch, so both return identical tokens for the same uniforms. Flooring moves each mass by at
 most V 2^-48, which moves the law by about that much per tested candidate.
 
-Also here, for demos and tests: tree shapes (:func:`kary_parents`, :func:`multi_draft_parents`),
-batches of trees for a context-free pair (:func:`context_free_trees`), the exact chance a node
-accepts one of k candidates and the expected accepted depth of a k-ary tree
-(:func:`node_acceptance`, :func:`kary_expected_accepted`), a seeded measurement
-(:func:`measure_kary`) and one verification node by node (:func:`trace`). The exact law of
-rounds of tree verification on Markov chains is :func:`specviz.proof.court.judge_tree`.
+Also here, for demos and tests: tree shapes, their closed forms and one verification node by
+node (:func:`trace`). The exact law of rounds on Markov chains is :func:`specviz.proof.court.judge_tree`.
 """
 
 from __future__ import annotations
@@ -128,7 +124,6 @@ class _Tree(NamedTuple):
     draft: Array | None  # (B, N, V) as given
     tokens: Array  # (B, N) int64, 0 where unread
     parents: Array  # (B, N) int64, -2 where unread
-    live: Array  # (B, N) bool, n < num_nodes
     has_child: Array  # (B, N) bool
     B: int
     N: int
@@ -283,7 +278,7 @@ def _prepare(
         check.check_prob_rows("target_probs", T[live], ops)  # (rows read, V)
         if Q is not None:
             check.check_prob_rows("draft_probs", Q[has_child], ops)
-    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, live=live, has_child=has_child, B=B, N=N, V=V)
+    return _Tree(ops=ops, target=T, draft=Q, tokens=tok, parents=par, has_child=has_child, B=B, N=N, V=V)
 
 
 def _uniforms(tree: _Tree, rng: Any, uniforms: Any, validate: bool) -> tuple[Array, Array]:

@@ -25,12 +25,9 @@ sum max(0, p - q) = 1 - sum min(p, q) = 1 - a (both are the total-variation dist
 is only reached after acceptance, conditioned on the accepted token, so the same argument
 applies to every conditional in turn and the whole emitted sequence follows the target.
 
-The replacement or bonus token is drawn by inverse CDF from one uniform, touching only the
-single row each batch row samples from: the first index whose running weight exceeds
-``u * total``. The weights are integers (each probability floored to a multiple of 2^-48,
-which moves the law by at most V * 2^-48 in total variation: 4.6e-10 at V = 128256) summed
-per block of tokens in float64, so NumPy, torch on the CPU and CUDA add them exactly, whatever
-their order, and return identical tokens; see :mod:`specviz.verifiers._sample`.
+The replacement or bonus token is drawn by inverse CDF from one uniform, on weights floored to
+multiples of 2^-48 and summed exactly, so every backend returns identical tokens
+(:mod:`specviz.verifiers._sample` says how, and what the floor costs).
 
 Randomness: with ``rng`` the uniforms are drawn in a fixed order over the whole layout
 (``accept`` of shape (B, K) for the padded layout, (N,) for the flat one, then ``sample``), so
@@ -355,12 +352,9 @@ def verify_greedy(target: Array, draft_tokens: Array, num_draft: Array) -> Verif
 def _dispatch(run: Callable[..., Verification], target: Any, draft: Any, tokens: Any, counts: Any, rng: Any,
               uniforms: Any, validate: bool) -> Verification:  # fmt: skip
     """The call's one backend decision, made here and passed down: ``SPECVIZ_BACKEND`` is read once
-    (:func:`specviz.verifiers._fused.backend`).
-
-    NumPy arrays run the NumPy code, with the compiled loops unless the switch says ``numpy``.
-    Torch CPU float32/float64 tensors are handed to that same code on zero-copy views
-    (:func:`_numpy_twin`) unless the switch says ``torch``; everything else (CUDA, half
-    precision, mixed dtypes, malformed uniforms) runs torch's own kernels.
+    (:func:`specviz.verifiers._fused.backend`). NumPy arrays run the NumPy code, with the compiled
+    loops unless the switch says ``numpy``; torch tensors run it too where :func:`_numpy_twin` can
+    view them, unless the switch says ``torch``, and torch's own kernels otherwise.
     """
     choice = _fused.backend()
     if is_torch(target):
@@ -402,8 +396,7 @@ def _numpy_twin(target: Any, draft: Any, others: tuple, rng: Any, uniforms: Any)
     draws when and as the torch code would (after the input checks; accept, then sample), so
     the tokens, the errors and the generator's state afterwards are the torch code's. Half
     precision (NumPy has no bfloat16; float16 stays with torch's upcasting kernels too), CUDA,
-    mixed dtypes and mixed devices keep the torch code, and so do malformed uniforms (the torch
-    code reports them).
+    mixed dtypes and devices, and malformed uniforms (the torch code reports them) keep the torch code.
     """
     tensor = sys.modules["torch"].Tensor
     if not _numpy_viewable(target, draft):
