@@ -144,8 +144,8 @@ def test_every_module_imports_without_the_extras_except_figure_builders(installe
     assert results.get("verifiers._fused_kernel") == "numba"
     assert {"models.smollm2"} <= ok and results.get("models.llama") == "torch"
     model_torch = {"models.llama", "models.drafters", "models.rounds"}  # the "model" extra
-    bad = {m: r for m, r in results.items()
-           if r not in ("ok", "plotly") and m != "verifiers._fused_kernel" and not (m in model_torch and r == "torch")}  # fmt: skip
+    allowed = {"verifiers._fused_kernel": "numba", **dict.fromkeys(model_torch, "torch")}
+    bad = {m: r for m, r in results.items() if r not in ("ok", "plotly") and allowed.get(m) != r}
     assert not bad, f"modules that need more than numpy and scipy to import: {bad}"
 
 
