@@ -270,7 +270,7 @@ def test_negative_control_the_audit_flags_each_fault():
     assert found["hidden"] == ["Run"]
 
 
-# Where a row of a grid is, once the page is scrolled to put the grid's top at the top of the window:
+# Where a row of a grid is, once the page is scrolled to put the grid's top under the app's header bar:
 # drawn in the grid without scrolling it (the grid's own scroll at its top), and inside the window.
 ROW_IN_VIEW = """([frame, text]) => {
   const cv = frame.querySelector('canvas[data-testid="data-grid-canvas"]');
@@ -281,12 +281,15 @@ ROW_IN_VIEW = """([frame, text]) => {
     if (g.columns.some((_, c) => String(g.getCellContent([c, r]).displayData) === text)) rows.push(r);
   if (rows.length !== 1) return {error: `${rows.length} rows show ${text}`};
   const r = rows[0];
-  frame.scrollIntoView({block: 'start'});
+  // The app's header bar stays over the page's top: the window a class sees starts below it.
+  const below = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  const main = document.querySelector('[data-testid="stMain"]');
+  main.scrollTop += frame.getBoundingClientRect().top - below;
   let top = g.headerHeight;
   for (let i = 0; i < r; i++) top += rowH(i);
   const box = cv.getBoundingClientRect(), bottom = top + rowH(r);
-  return {row: r, scrolled: (g.cellYOffset || 0) !== 0 || (g.translateY || 0) !== 0,
-          inGrid: bottom <= cv.clientHeight + 0.5, inWindow: box.top + bottom <= innerHeight + 0.5 && box.top >= 0};
+  return {row: r, scrolled: (g.cellYOffset || 0) !== 0 || (g.translateY || 0) !== 0, inGrid: bottom <= cv.clientHeight + 0.5,
+          inWindow: box.top + top >= below - 0.5 && box.top + bottom <= innerHeight + 0.5};
 }""".replace("GRID", GRID)
 
 
