@@ -1,15 +1,18 @@
 """Every page on a classroom projector (issue 19.2): 1280 x 720 in presenter mode, and at 150 % zoom.
 
-For each page of specviz.app.flow.LESSONS, opened fresh and (Bug lab, Batch) from a link that
-restores a result, the audit below checks in Chromium that
+For each page of specviz.app.flow.LESSONS, opened fresh, (Bug lab, Batch, Real text) from a link that
+restores a result, and (Why it is exact, Verifiers, Find the bug) after the click that shows one, the
+audit below checks in Chromium that
 
 - no text is cut by its box (an element that clips, or an input, narrower than its text; chart text
-  past the chart's edge);
+  past the chart's edge; a cell or header of an st.dataframe grid, every row, wider than its column,
+  or a column past the grid's right edge);
 - no two pieces of text overlap, chart labels included (rotated tick labels as rotated boxes);
 - every chart label is at least 14 px;
 - the page's primary button is wholly in view without scrolling (fresh open).
 
-A negative control builds a page with one of each fault and requires the audit to flag them all.
+Negative controls build a page with one of each fault, and an app with cut grids, and require the
+audit to flag them all. Find the bug's revealed row must be on screen with the table's top.
 Screenshots of every view land in artifacts/screenshots/projector/.
 """
 
@@ -270,6 +273,20 @@ def test_negative_control_the_audit_flags_each_fault():
     assert found["hidden"] == ["Run"]
 
 
+
+def test_negative_control_the_audit_reads_every_cell_of_a_grid():
+    """A grid's cells are pixels: the audit must still flag a cut cell (one below the rows drawn), a cut
+    header and columns past the grid's right edge, and pass a grid that fits."""
+    with browser.streamlit_server(script="tests/apps/cut_tables.py") as url, browser.browser_page(1280, 720) as pg:
+        pg.goto(url)
+        browser.wait_idle(pg, "Cut tables", 120_000)
+        found = audit(pg)
+    assert "table: a sentence far wider than its column [column text]" in found["cut"]
+    assert "table header: a header far wider than its column" in found["cut"]
+    assert any(c.startswith("table: column column 11 past the table's right edge") for c in found["cut"])
+    assert not any("short" in c or "fits" in c or "column column 0 " in c for c in found["cut"]), found["cut"]
+
+
 # Where a row of a grid is, once the page is scrolled to put the grid's top under the app's header bar:
 # drawn in the grid without scrolling it (the grid's own scroll at its top), and inside the window.
 ROW_IN_VIEW = """([frame, text]) => {
@@ -288,7 +305,8 @@ ROW_IN_VIEW = """([frame, text]) => {
   let top = g.headerHeight;
   for (let i = 0; i < r; i++) top += rowH(i);
   const box = cv.getBoundingClientRect(), bottom = top + rowH(r);
-  return {row: r, scrolled: (g.cellYOffset || 0) !== 0 || (g.translateY || 0) !== 0, inGrid: bottom <= cv.clientHeight + 0.5,
+  return {row: r, scrolled: (g.cellYOffset || 0) !== 0 || (g.translateY || 0) !== 0,
+          inGrid: bottom <= cv.clientHeight + 0.5,
           inWindow: box.top + top >= below - 0.5 && box.top + bottom <= innerHeight + 0.5};
 }""".replace("GRID", GRID)
 
