@@ -274,10 +274,8 @@ with b2:
             trace = pd.DataFrame(state.trace)
             # The drawn slot has no p/q test: a dash says so where a missing value would read "None".
             trace["p/q"] = [f"{v:.4f}" if v == v else "— (drawn, not tested)" for v in trace["p/q"]]
-            st.dataframe(trace, hide_index=True, column_config={  # wide enough for "replacement (after the rejection)"
-                "outcome": st.column_config.TextColumn(width="large"),
-                "p/q": st.column_config.TextColumn(width="medium"),
-            })  # fmt: skip
+            # A table that wraps: in this half-width column a grid cut "bonus (every draft accepted)" off.
+            st.table(trace.style.format(precision=4), hide_index=True)
 
 if not shown_settings["drawn"]:  # nothing sampled: no ?drawn= in the link
     del shown_settings["drawn"]

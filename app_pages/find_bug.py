@@ -119,7 +119,12 @@ if revealed:
         }
         for i, t in enumerate(result.tests)
     ]
-    st.dataframe(rows, hide_index=True, key=S + "table", height=35 * (len(rows) + 1) + 3)
+    # The mistake's row first, in view with the table's top (it sat below the rows a projector shows), then
+    # the rule's in order; every row drawn (a row's height grows with presenter mode's font).
+    rows.insert(0, rows.pop(result.odd))
+    st.caption(f"Histogram {odd} first, then the rule's {fb.PANELS - 1} in order.")
+    wide = {"from": st.column_config.TextColumn(width="medium")}  # room for the mistake's name at 150 % zoom
+    st.dataframe(rows, hide_index=True, key=S + "table", height="content", column_config=wide)
 
 shown = {name: st.session_state[S + name] for name in ("mistake", "n", "seed")}
 link.show_in_link(shown, [REVEALED] if revealed else [])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from specviz import InputError
@@ -123,9 +124,10 @@ if rows is not None:
     # The chart spans the page: beside the inputs, at 150 % zoom its rule names left the bars and their
     # verdict labels no room and the labels ran past the chart's edge.
     st.plotly_chart(presenter.chart(lesson_figures.verdict_bars(rows), st.session_state), key=S + "chart")
-    # TV as text: a lossless rule's rounding noise reads "< 1e-12", not "6.59e-17"
-    st.dataframe([{**r, "TV from target": results.tv_text(r["TV from target"])} for r in rows], hide_index=True,
-                 key=S + "table")  # fmt: skip
+    # TV as text: a lossless rule's rounding noise reads "< 1e-12", not "6.59e-17". A table that wraps: a grid
+    # pushed its last columns past the page's edge at 150 % zoom.
+    court_rows = [{**r, "TV from target": results.tv_text(r["TV from target"])} for r in rows]
+    st.table(pd.DataFrame(court_rows).style.format(precision=6), hide_index=True)
     mcol, ncol = st.columns([1, 2])
     n_asked = ncol.number_input("Sequences per rule", min_value=100, step=10_000, key=S + "n")
     n_run = min(int(n_asked), MAX_MEASURE_N)
@@ -134,7 +136,8 @@ if rows is not None:
         st.session_state[S + "measured_for"] = settings
     if st.session_state.get(S + "measured_for") == settings:
         shown_results.append(MEASURED)
-        st.dataframe(measure_all(*settings), hide_index=True, key=S + "measured")
+        # A table that wraps its long cells ("2.0928 (inconclusive: 3,372 rows is too few…)"); "—": no z.
+        st.table(pd.DataFrame(measure_all(*settings)).style.format(precision=4, na_rep="—"), hide_index=True)
         st.caption(
             f"{n_run:,} seeded sequences per rule through specviz.proof.simulate.generate (the seed above); the "
             f"exact figure is the court's expectation for each (context, draft count) the run met, averaged over its "
@@ -223,7 +226,8 @@ if source in (TOY, PQ) and rows is not None:
         "its acceptance probability min(1, r(y) / q(y)), where r is the target row, or the residual left by the "
         "siblings rejected before it; the last line is the token drawn where the walk stopped."
     )
-    st.dataframe(tree.trace(one, traced), hide_index=True, key=S + "trace")
+    # A table that wraps (a grid cut "drawn at node 0 from the residual…" at 1280 x 720); "—": no coin test.
+    st.table(pd.DataFrame(tree.trace(one, traced)).style.format(precision=4, na_rep="—"), hide_index=True)
 else:
     st.info("Trees are shown for the context-free problems: the toy example or your own p and q.")
 

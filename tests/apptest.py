@@ -37,6 +37,16 @@ def metric(at: AppTest, label: str) -> str:
     return values[0]
 
 
+def shown_table(at: AppTest, column: str):
+    """The one table (st.table or st.dataframe) with this column, as a DataFrame, or None if none shows it.
+
+    Found by what it holds, not by position: a page may draw a short table as either.
+    """
+    found = [t.value for t in [*at.table, *at.dataframe] if column in t.value.columns]
+    assert len(found) <= 1, f"{len(found)} tables have a column {column!r}"
+    return found[0] if found else None
+
+
 def texts(elements) -> str:
     return "\n".join(str(e.value) for e in elements)
 

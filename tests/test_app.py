@@ -124,7 +124,7 @@ def test_exact_sampling_overlays_samples_and_traces_one_verification():
     tv = float(metric(at, "TV(sampled, exact), 100,000 rows"))
     assert tv < 0.01  # the sampled law is the bug's exact law, not p (TV 0.1 from it)
     at.button(key="exact.sample1").click().run()
-    trace = at.dataframe[-1].value
+    trace = at.table[-1].value  # a table that wraps in the half-width column
     assert list(trace.columns) == ["step", "token", "p(x)", "q(x)", "p/q", "u", "outcome"]
     first = trace.iloc[0]
     assert (first["outcome"] == "accepted") == (first["u"] < float(first["p/q"]))
@@ -215,7 +215,7 @@ def test_exact_one_sample_is_one_highlighted_token():
     assert not any(n.startswith("sampled") for n in names)  # no histogram, no error bars
     star = [t for t in law["data"] if t.get("name", "").startswith("one sample: token")]
     token = int(star[0]["name"].rsplit(" ", 1)[1])
-    trace = at.dataframe[-1].value
+    trace = at.table[-1].value
     first_token = trace.iloc[0]["token"] if trace.iloc[0]["outcome"] == "accepted" else trace.iloc[-1]["token"]
     assert token == first_token
     assert not [m for m in at.metric if m.label.startswith("TV(sampled")]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest import metric, open_page, rerun, texts
+from apptest import metric, open_page, rerun, shown_table, texts
 
 from specviz.app import flow, links, position, presenter, results
 from specviz.proof import prove, theory
@@ -207,10 +207,10 @@ def test_tree_shapes_have_one_name_each_and_are_drawn():
     # The two shapes keep different numbers of drafts: why they need two names.
     assert abs(tree.kary_expected_accepted(*toy, 2, 2, iid=True) - 1.3827160493827) < 1e-9
     at = open_page("app_pages/verifiers.py")
-    table = at.dataframe[0].value
+    table = shown_table(at, "verdict")
     assert "2 chains from the root, i.i.d. from q" in set(table["rule"])
     assert not table["rule"].str.startswith("tree:").any()
-    trees = at.dataframe[1].value
+    trees = shown_table(at, "candidates")
     assert list(trees["candidates"]) == ["full 2-ary tree, i.i.d. from q (SpecInfer)",
                                          "full 2-ary tree, q's top k (EAGLE-style)"]  # fmt: skip
     titles = [c.proto.spec for c in at.get("plotly_chart")]

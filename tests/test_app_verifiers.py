@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from apptest import shown_table
 from streamlit.testing.v1 import AppTest
 
 from specviz.app import certify
@@ -37,7 +38,7 @@ def test_toy_example_figures_and_badges():
     assert m["chain: accepted drafts per step"] == (f"{10 / 9:.6f}", "lossless")
     assert m["block: accepted drafts per step"] == (f"{11 / 9:.6f}", "lossless")
     assert m["block, lossy last threshold: accepted drafts per step"] == (f"{4 / 3:.6f}", "LOSSY")
-    table = at.dataframe[0].value
+    table = shown_table(at, "verdict")
     # k = 2 by default; the court's tree rows are k chains from the root, named so (issue 19: one name per shape)
     assert list(table["rule"]) == [*court.RULES, "2 chains from the root, i.i.d. from q",
                                    "2 chains from the root, q's top 2"]  # fmt: skip
@@ -84,14 +85,14 @@ def test_tree_section_follows_k():
     for k in (1, 2):
         at.slider(key="verifiers.k").set_value(k)
         run(at)
-        rows = at.dataframe[1].value.to_dict("records")
+        rows = shown_table(at, "candidates").to_dict("records")
         want = tree.kary_expected_accepted(*toy, k, 2, iid=True)
         assert abs(rows[0]["exact accepted per step"] - want) < 1e-12
     assert abs(tree.kary_expected_accepted(*toy, 1, 2) - 10 / 9) < 1e-12  # k = 1 is the chain
     assert tree.kary_expected_accepted(*toy, 2, 2) > 10 / 9 + 0.1
     at.slider(key="verifiers.k").set_value(3)  # 3 distinct top tokens of a 2-token q: said inline
     run(at)
-    assert "at most V = 2" in at.dataframe[1].value.to_dict("records")[1]["measured (10,000 trees)"]
+    assert "at most V = 2" in shown_table(at, "candidates").to_dict("records")[1]["measured (10,000 trees)"]
 
 
 def test_a_hostile_link_falls_back_or_is_shown_as_text():
@@ -108,24 +109,24 @@ def test_a_hostile_link_falls_back_or_is_shown_as_text():
 
 def test_traced_tree_changes_with_the_seed():
     at = run(AppTest.from_file(PAGE, default_timeout=120))
-    first = at.dataframe[2].value.to_dict("records")
+    first = shown_table(at, "coin u").to_dict("records")
     assert {"accepted", "rejected", "not tried"} & {r["outcome"] for r in first}
     assert first[-1]["outcome"].startswith("drawn at node")
     seen = [first]
     for seed in (1, 2, 3):
         at.number_input(key="verifiers.seed").set_value(seed)
         run(at)
-        seen.append(at.dataframe[2].value.to_dict("records"))
+        seen.append(shown_table(at, "coin u").to_dict("records"))
     assert any(str(s) != str(first) for s in seen[1:])  # other coins, another walk
 
 
 def test_measure_button_runs_every_rule_beside_its_exact_figure():
     at = run(AppTest.from_file(PAGE, default_timeout=120))
-    assert len(at.dataframe) == 4  # no measurement before the click
+    assert shown_table(at, "z") is None  # no measurement before the click
     at.number_input(key="verifiers.n").set_value(2_000)
     at.button(key="verifiers.measure").click()
     run(at)
-    measured = at.dataframe[1].value.to_dict("records")  # right after the exact table
+    measured = shown_table(at, "z").to_dict("records")
     assert [r["rule"] for r in measured] == list(court.RULES)
     chain = next(r for r in measured if r["rule"] == "chain")
     assert abs(chain["exact, over the rounds run"] - (1 + 10 / 9)) < 1e-12  # context-free: every round alike
@@ -140,7 +141,7 @@ def test_measure_without_power_says_inconclusive_not_a_z():
     at.number_input(key="verifiers.n").set_value(100)
     at.button(key="verifiers.measure").click()
     run(at)
-    measured = at.dataframe[1].value.to_dict("records")
+    measured = shown_table(at, "z").to_dict("records")
     for r in measured:  # the rule of every verdict: no power, no pass or fail, no z
         if r["detectable shift"] > 0.05:
             assert r[certify.SIMULATION_TEST] == "inconclusive" and r["z"] == "–", r
@@ -151,7 +152,7 @@ def test_measure_without_power_says_inconclusive_not_a_z():
     at.number_input(key="verifiers.n").set_value(20_000)  # control: enough sequences to speak
     at.button(key="verifiers.measure").click()
     run(at)
-    big = at.dataframe[1].value.to_dict("records")
+    big = shown_table(at, "z").to_dict("records")
     assert all(r[certify.SIMULATION_TEST] == "agrees" for r in big if r["rule"] in ("chain", "block")), big
     assert not any("pass" in str(v) for r in big for v in r.values())  # never "pass" beside a lossy rule
 
@@ -163,7 +164,7 @@ def test_block_step_by_step_shows_block_thresholds_numbers_and_follows_the_seed(
     for seed in (0, 1, 2, 3):
         at.number_input(key="verifiers.seed").set_value(seed)
         run(at)
-        rows = at.dataframe[-1].value.to_dict("records")  # the block's table is the page's last
+        rows = shown_table(at, "threshold h_i").to_dict("records")
         x = np.array([[r["token x_i"] for r in rows]])
         thr = block_thresholds(np.array([[toy_p] * 3]), np.array([[toy_q] * 2]), x, [2])
         assert [r["threshold h_i"] for r in rows] == thr.thresholds[0].tolist()  # the package's numbers

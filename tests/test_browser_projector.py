@@ -1,15 +1,18 @@
 """Every page on a classroom projector (issue 19.2): 1280 x 720 in presenter mode, and at 150 % zoom.
 
-For each page of specviz.app.flow.LESSONS, opened fresh and (Bug lab, Batch) from a link that
-restores a result, the audit below checks in Chromium that
+For each page of specviz.app.flow.LESSONS, opened fresh, (Bug lab, Batch, Real text) from a link that
+restores a result, and (Why it is exact, Verifiers, Find the bug) after the click that shows one, the
+audit below checks in Chromium that
 
 - no text is cut by its box (an element that clips, or an input, narrower than its text; chart text
-  past the chart's edge);
+  past the chart's edge; a cell or header of an st.dataframe grid, every row, wider than its column,
+  or a column past the grid's right edge);
 - no two pieces of text overlap, chart labels included (rotated tick labels as rotated boxes);
 - every chart label is at least 14 px;
 - the page's primary button is wholly in view without scrolling (fresh open).
 
-A negative control builds a page with one of each fault and requires the audit to flag them all.
+Negative controls build a page with one of each fault, and an app with cut grids, and require the
+audit to flag them all. Find the bug's revealed row must be on screen with the table's top.
 Screenshots of every view land in artifacts/screenshots/projector/.
 """
 
@@ -21,6 +24,7 @@ from contextlib import closing
 import browser
 import pytest
 
+from specviz.app import find_bug as fb
 from specviz.app import flow
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(browser.missing() is not None, reason=str(browser.missing()))]
@@ -29,9 +33,21 @@ SHOTS = browser.ROOT / "artifacts" / "screenshots" / "projector"
 MIN_CHART_PX = 14.0
 OVERLAP_SHARE = 0.15  # boxes sharing more than this share of the smaller one overlap (kerning touches are fine)
 
+# The props of the glide-data-grid that draws a canvas (columns with their widths, rows, getCellContent,
+# theme): read from React's fiber, as the canvas holds pixels and its accessibility table only the rows in view.
+GRID = """cv => {
+  const key = Object.keys(cv).find(k => k.startsWith('__reactFiber$'));
+  for (let f = key ? cv[key] : null; f; f = f.return) {
+    const p = f.memoizedProps;
+    if (p && Array.isArray(p.columns) && typeof p.getCellContent === 'function' && p.theme) return p;
+  }
+  return null;
+}"""
+
 AUDIT = """
 ([root, minPx, share]) => {
   const main = document.querySelector(root);
+  const grid = GRID;
   const shown = e => {
     const shut = e.closest('details:not([open])');
     if (shut && !e.closest('summary')) return false;  // a closed expander's body is not on screen
@@ -50,6 +66,32 @@ AUDIT = """
     const clips = e.tagName === 'INPUT' || s.overflowX !== 'visible' || s.textOverflow === 'ellipsis';
     const where = ` [${e.tagName.toLowerCase()} ${e.closest('[data-testid]')?.getAttribute('data-testid') || ''}]`;
     if (clips && e.scrollWidth > e.clientWidth + 1) cut.push(text.slice(0, 60).replace(/\\n/g, ' ') + where);
+  }
+  // Table cells drawn on a canvas (st.dataframe is a glide-data-grid): no box holds their text, so each
+  // cell's text, every row's, is measured in the grid's own font against its column's width less padding.
+  const ruler = document.createElement('canvas').getContext('2d');
+  for (const frame of main.querySelectorAll('[data-testid="stDataFrame"]')) {
+    const cv = frame.querySelector('canvas[data-testid="data-grid-canvas"]');
+    if (!shown(frame)) continue;
+    const g = cv && grid(cv);
+    if (!g) { cut.push('table: its grid cannot be read [stDataFrame]'); continue; }
+    const t = g.theme, pad = t.cellHorizontalPadding;
+    const wider = (text, style, room) => {
+      ruler.font = `${style} ${t.fontFamily}`;
+      return ruler.measureText(text).width + 2 * pad > room + 1;
+    };
+    let x = 0;  // where the column starts, the grid scrolled to its left edge as a page opens
+    g.columns.forEach((col, c) => {
+      x += col.width;
+      if (x > g.width + pad) cut.push(`table: column ${col.title} past the table's right edge (${x} > ${g.width} px)`);
+      const room = col.width - (col.icon ? t.headerIconSize + pad : 0);
+      if (col.title && wider(col.title, t.headerFontStyle, room)) cut.push(`table header: ${col.title.slice(0, 60)}`);
+      for (let r = 0; r < g.rows; r++) {
+        const cell = g.getCellContent([c, r]), text = cell.displayData;
+        if (typeof text === 'string' && text.trim() && wider(text, t.baseFontStyle, col.width))
+          cut.push(`table: ${text.slice(0, 60)} [column ${col.title}]`);
+      }
+    });
   }
   for (const t of main.querySelectorAll('.stPlotlyChart svg text')) {  // chart text past the chart's edge
     if (!t.textContent.trim() || !shown(t)) continue;
@@ -122,16 +164,28 @@ AUDIT = """
   const primary = main.querySelectorAll('button[data-testid="stBaseButton-primary"]').length;
   return {cut, overlaps: [...new Set(overlaps)], small: [...new Set(small)], hidden, primary};
 }
-"""
+""".replace("GRID", GRID)
 
 
 def audit(pg) -> dict:
+    # A grid draws its canvas once it has been on screen: bring each into view, then go back to where the page was.
+    y = pg.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTop")
+    for frame in pg.query_selector_all("[data-testid='stMain'] [data-testid='stDataFrame']"):
+        frame.scroll_into_view_if_needed()
+        pg.wait_for_function("f => f.querySelector('canvas[data-testid=data-grid-canvas]')", arg=frame, timeout=20_000)
+    pg.evaluate("y => document.querySelector('[data-testid=stMain]').scrollTo(0, y)", y)
     return pg.evaluate(AUDIT, ["[data-testid='stMain']", MIN_CHART_PX, OVERLAP_SHARE])
 
 
 TITLES = {"": "lossless speculative sampling", "verifiers": "Verifiers side by side"}
 # Views with results, opened from a link (a link reruns them): what the class sees after a click.
-RESULTS = {"bug-lab": "bug=resample_from_p&n=20000", "batch": "B=16&K=4"}
+RESULTS = {"bug-lab": "bug=resample_from_p&n=20000", "batch": "B=16&K=4", "real-text": "rounds=3"}
+# Results no link restores: the button a teacher clicks on the fresh page, and a text its result shows.
+CLICKS = {
+    "why-exact": ("Sample x1", "the last single verification, traced"),
+    "verifiers": ("Measure every rule", "seeded sequences per rule"),
+    "find-the-bug": ("Reveal", "the eye picks it out from N"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -144,11 +198,25 @@ def titles() -> dict[str, str]:
     return {**{lesson.url_path: lesson.title for lesson in flow.LESSONS}, **TITLES}
 
 
+def settle(pg, text: str) -> None:
+    browser.wait_idle(pg, text, 120_000)
+    pg.wait_for_function("() => !document.querySelector('[data-testid=stSpinner]')", timeout=120_000)  # a run's spinner
+
+
 def open_view(pg, url: str, path: str, query: str, text: str) -> None:
     pg.goto(f"{url}/{path}?{query + '&' if query else ''}present=1")
-    browser.wait_idle(pg, text, 120_000)
+    settle(pg, text)
     pg.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
     pg.wait_for_timeout(300)
+
+
+def views() -> list[tuple[str, str, str, str | None]]:
+    """(url path, link query, a text the view shows, button to click first or None) for each view audited."""
+    names = titles()
+    fresh = [(lesson.url_path, "", names[lesson.url_path], None) for lesson in flow.LESSONS]
+    linked = [(path, query, "Verdict:" if path == "bug-lab" else names[path], None) for path, query in RESULTS.items()]
+    clicked = [(path, "", text, button) for path, (button, text) in CLICKS.items()]
+    return fresh + linked + clicked
 
 
 @pytest.mark.parametrize("zoom", [1.0, 1.5], ids=["1280x720", "zoom150"])
@@ -157,15 +225,17 @@ def test_every_page_fits_a_projector_in_presenter_mode(app_url, zoom):
     names = titles()
     faults = {}
     with browser.browser_page(1280, 720, zoom) as pg:
-        views = [(lesson.url_path, "") for lesson in flow.LESSONS] + list(RESULTS.items())
-        for path, query in views:
-            open_view(pg, app_url, path, query, "Verdict:" if path == "bug-lab" and query else names[path])
-            tag = f"{path or 'home'}{'-results' if query else ''}-z{zoom:g}"
+        for path, query, text, button in views():
+            open_view(pg, app_url, path, query, names[path] if button else text)
+            if button:
+                browser.click_button(pg, button)
+                settle(pg, text)
+            tag = f"{path or 'home'}{'-results' if query else ''}{'-clicked' if button else ''}-z{zoom:g}"
             pg.screenshot(path=str(SHOTS / f"{tag}.png"))
             assert browser.exceptions(pg) == [], tag
             found = audit(pg)
             problems = {k: found[k] for k in ("cut", "overlaps", "small") if found[k]}
-            if not query and found["hidden"]:  # a fresh page: its primary button in view without scrolling
+            if not (query or button) and found["hidden"]:  # a fresh page: its primary button in view without scrolling
                 problems["primary button below the fold"] = found["hidden"]
             if problems:
                 faults[tag] = problems
@@ -201,3 +271,65 @@ def test_negative_control_the_audit_flags_each_fault():
     assert not any("apart a" in o for o in found["overlaps"])  # rotated side by side: their boxes overlap, not them
     assert found["small"] == ["tiny label 9px"]
     assert found["hidden"] == ["Run"]
+
+
+
+def test_negative_control_the_audit_reads_every_cell_of_a_grid():
+    """A grid's cells are pixels: the audit must still flag a cut cell (one below the rows drawn), a cut
+    header and columns past the grid's right edge, and pass a grid that fits."""
+    with browser.streamlit_server(script="tests/apps/cut_tables.py") as url, browser.browser_page(1280, 720) as pg:
+        pg.goto(url)
+        browser.wait_idle(pg, "Cut tables", 120_000)
+        found = audit(pg)
+    assert "table: a sentence far wider than its column [column text]" in found["cut"]
+    assert "table header: a header far wider than its column" in found["cut"]
+    assert any(c.startswith("table: column column 11 past the table's right edge") for c in found["cut"])
+    assert not any("short" in c or "fits" in c or "column column 0 " in c for c in found["cut"]), found["cut"]
+
+
+# Where a row of a grid is, once the page is scrolled to put the grid's top under the app's header bar:
+# drawn in the grid without scrolling it (the grid's own scroll at its top), and inside the window.
+ROW_IN_VIEW = """([frame, text]) => {
+  const cv = frame.querySelector('canvas[data-testid="data-grid-canvas"]');
+  const g = (GRID)(cv);
+  const rowH = r => typeof g.rowHeight === 'number' ? g.rowHeight : g.rowHeight(r);
+  const rows = [];
+  for (let r = 0; r < g.rows; r++)
+    if (g.columns.some((_, c) => String(g.getCellContent([c, r]).displayData) === text)) rows.push(r);
+  if (rows.length !== 1) return {error: `${rows.length} rows show ${text}`};
+  const r = rows[0];
+  // The app's header bar stays over the page's top: the window a class sees starts below it.
+  const below = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  const main = document.querySelector('[data-testid="stMain"]');
+  main.scrollTop += frame.getBoundingClientRect().top - below;
+  let top = g.headerHeight;
+  for (let i = 0; i < r; i++) top += rowH(i);
+  const box = cv.getBoundingClientRect(), bottom = top + rowH(r);
+  return {row: r, scrolled: (g.cellYOffset || 0) !== 0 || (g.translateY || 0) !== 0,
+          inGrid: bottom <= cv.clientHeight + 0.5,
+          inWindow: box.top + top >= below - 0.5 && box.top + bottom <= innerHeight + 0.5};
+}""".replace("GRID", GRID)
+
+
+@pytest.mark.parametrize("seed", [0, 7])  # the mistake is histogram 18, then 20 (the last)
+def test_find_the_bug_reveal_shows_the_mistakes_row_in_view(app_url, seed):
+    """After Reveal at 1280 x 720 in presenter mode, the mistake's row of the table is on screen with the table.
+
+    Negative control in the same view: histogram 20, or 19 where 20 is the mistake, lies below the window.
+    """
+    mistake = "shared_noise_stream"
+    odd = fb.place(seed) + 1
+    with browser.browser_page(1280, 720) as pg, closing(pg.context):
+        open_view(pg, app_url, "find-the-bug", f"mistake={mistake}&n=300&seed={seed}", "your guess")
+        browser.click_button(pg, "Reveal")
+        settle(pg, "the eye picks it out from N")
+        frame = pg.query_selector("[data-testid='stMain'] [data-testid='stDataFrame']")
+        frame.scroll_into_view_if_needed()
+        pg.wait_for_function("f => f.querySelector('canvas[data-testid=data-grid-canvas]')", arg=frame, timeout=20_000)
+        where = pg.evaluate(ROW_IN_VIEW, [frame, mistake])
+        pg.wait_for_timeout(300)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / f"find-the-bug-revealed-seed{seed}.png"))
+        other = pg.evaluate(ROW_IN_VIEW, [frame, str(20 if odd != 20 else 19)])
+    assert where == {**where, "scrolled": False, "inGrid": True, "inWindow": True}, where
+    assert not (other["inGrid"] and other["inWindow"]), other  # the check can fail: a far row is out of view

@@ -108,8 +108,10 @@ def test_page_reveal_names_the_odd_histogram_and_its_test():
     assert metric(at, "the chi-square picks it out from N ≈") == f"{th.n_test:,}"
     table = at.dataframe[0].value
     line = fb.lineup("count_after_rejection", 400, 3)
-    assert list(table["chi-square"]) == [round(t.statistic, 2) for t in line.tests]
-    assert table["from"].iloc[odd - 1] == "count_after_rejection"
+    order = [odd, *(i for i in range(1, fb.PANELS + 1) if i != odd)]  # the mistake's row first, then the rule's
+    assert list(table["histogram"]) == order
+    assert list(table["chi-square"]) == [round(line.tests[i - 1].statistic, 2) for i in order]
+    assert list(table["from"]) == ["count_after_rejection"] + ["the rule"] * (fb.PANELS - 1)
     # A new N hides the answer again, and a wrong guess is called wrong.
     at.number_input(key="findbug.n").set_value(200)
     rerun(at)
