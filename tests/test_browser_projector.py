@@ -179,7 +179,10 @@ def audit(pg) -> dict:
 
 TITLES = {"": "lossless speculative sampling", "verifiers": "Verifiers side by side"}
 # Views with results, opened from a link (a link reruns them): what the class sees after a click.
-RESULTS = {"bug-lab": "bug=resample_from_p&n=20000", "batch": "B=16&K=4", "real-text": "rounds=3"}
+RESULTS = {"batch": "B=16&K=4", "real-text": "rounds=3"}
+# A link that restores the settings and the prediction, whose result waits for its button (docs/tour.md's
+# rule for a result that answers a prediction): (url path, link query, button, a text its result shows).
+LINKED_CLICKS = [("bug-lab", "bug=resample_from_p&n=20000", "Run the test", "Verdict:")]
 # Results no link restores: the button a teacher clicks on the fresh page, and a text its result shows.
 CLICKS = {
     "why-exact": ("Sample x1", "the last single verification, traced"),
@@ -214,9 +217,9 @@ def views() -> list[tuple[str, str, str, str | None]]:
     """(url path, link query, a text the view shows, button to click first or None) for each view audited."""
     names = titles()
     fresh = [(lesson.url_path, "", names[lesson.url_path], None) for lesson in flow.LESSONS]
-    linked = [(path, query, "Verdict:" if path == "bug-lab" else names[path], None) for path, query in RESULTS.items()]
+    linked = [(path, query, names[path], None) for path, query in RESULTS.items()]
     clicked = [(path, "", text, button) for path, (button, text) in CLICKS.items()]
-    return fresh + linked + clicked
+    return fresh + linked + clicked + [(path, query, text, button) for path, query, button, text in LINKED_CLICKS]
 
 
 @pytest.mark.parametrize("zoom", [1.0, 1.5], ids=["1280x720", "zoom150"])
