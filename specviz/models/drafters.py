@@ -67,6 +67,21 @@ def _check_K(K: int) -> int:
     return int(K)
 
 
+def _autoregressive(next_logits: Callable[[list[int]], np.ndarray], settings: Settings, ids: Sequence[int], K: int,
+                    rng: np.random.Generator) -> Draft:  # fmt: skip
+    """K drafts one at a time: each from q = the drafter's processed logits after ids + the drafts so far."""
+    K = _check_K(K)
+    w, c = time.perf_counter(), time.thread_time()
+    seq = [int(t) for t in ids]
+    tokens: list[int] = []
+    rows = []
+    for _ in range(K):
+        q = process_logits(next_logits(seq + tokens), settings)  # (V,) float64
+        rows.append(q)
+        tokens.append(sample(q, float(rng.random())))
+    return Draft(tokens, np.stack(rows), time.perf_counter() - w, time.thread_time() - c)
+
+
 class _ModelDrafter:
     """Draft K tokens one at a time from a KV-cached session of the model (all layers or the first L)."""
 
@@ -86,17 +101,7 @@ class _ModelDrafter:
             self.session.logits(list(ids)[:-1])
 
     def propose(self, ids: Sequence[int], K: int, rng: np.random.Generator) -> Draft:
-        K = _check_K(K)
-        w, c = time.perf_counter(), time.thread_time()
-        seq = [int(t) for t in ids]
-        tokens: list[int] = []
-        rows = []
-        for _ in range(K):
-            logits = self.session.logits(seq + tokens)[0].numpy()  # (V,) after seq + the drafts so far
-            q = process_logits(logits, self.settings)  # (V,) float64
-            rows.append(q)
-            tokens.append(sample(q, float(rng.random())))
-        return Draft(tokens, np.stack(rows), time.perf_counter() - w, time.thread_time() - c)
+        return _autoregressive(lambda seq: self.session.logits(seq)[0].numpy(), self.settings, ids, K, rng)
 
 
 class SameModel(_ModelDrafter):
@@ -173,16 +178,10 @@ class CallableDrafter:
         return None
 
     def propose(self, ids: Sequence[int], K: int, rng: np.random.Generator) -> Draft:
-        K = _check_K(K)
-        w, c = time.perf_counter(), time.thread_time()
-        seq = [int(t) for t in ids]
-        tokens: list[int] = []
-        rows = []
-        for _ in range(K):
-            logits = np.asarray(self.model([seq + tokens]), dtype=np.float64)
-            if logits.shape != (1, self.V):
-                raise InputError("model", f"logits of shape (1, V) = (1, {self.V})", str(logits.shape))
-            q = process_logits(logits[0], self.settings)  # (V,)
-            rows.append(q)
-            tokens.append(sample(q, float(rng.random())))
-        return Draft(tokens, np.stack(rows), time.perf_counter() - w, time.thread_time() - c)
+        return _autoregressive(self._logits, self.settings, ids, K, rng)
+
+    def _logits(self, seq: list[int]) -> np.ndarray:
+        logits = np.asarray(self.model([seq]), dtype=np.float64)
+        if logits.shape != (1, self.V):
+            raise InputError("model", f"logits of shape (1, V) = (1, {self.V})", str(logits.shape))
+        return logits[0]  # (V,)
