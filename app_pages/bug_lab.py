@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from specviz import InputError
 from specviz.app import bug_lab as bl
 from specviz.app import figures, flow, limits, links, presenter, results, serving
-from specviz.proof import engine_bugs, prove, scenarios, stats
+from specviz.proof import engine_bugs, prove, scenarios
 from specviz.proof.bugs import BUGS
 
 S = "buglab."
@@ -121,79 +120,26 @@ show, icon = results.VERDICT_BOXES[verdict.word]
 getattr(st, show)(f"**Verdict: {verdict.head}.** {verdict.seen}", icon=icon)
 judged = bl.judge_prediction(prediction, verdict.word, presenter.presenting(st.session_state))
 (st.markdown if judged.judged else st.caption)(judged.text)
-suggested = None if verdict.needed_n is None else results.suggested_n(verdict.needed_n)
-if verdict.word == "inconclusive" and suggested is not None and suggested <= limits.MAX_PROVE_N:
-    st.button(
-        f"Run again with N = {suggested:,} (the N it needs, with a margin)",
-        key=S + "use_needed_n",
-        on_click=set_n_and_run,
-        args=(suggested,),
-    )
+retry = bl.retry_n(verdict)
+if retry is not None:
+    st.button(f"Run again with N = {retry:,} (the N it needs, with a margin)", key=S + "use_needed_n",
+              on_click=set_n_and_run, args=(retry,))  # fmt: skip
 
-j = res.joint
-tok = verdict.tokens
-m = st.columns(4)
-m[0].metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling")
-jp = verdict.joint_p
-m[1].metric(f"critical value (α = {j.alpha:g})", f"{jp.critical_value:,.1f}",
-            help=f"the statistic's (1 − α) quantile, by {jp.method}")  # fmt: skip
-m[2].metric(
-    "p-value" if jp.method == "chi-square" else f"p-value ({jp.method})",
-    results.p_text(jp),
-    help=results.P_HELP[jp.method].format(draws=jp.draws),
-)
-m[3].metric("joint test", results.joint_says(j, jp))
-m = st.columns(4)
-m[0].metric("TV(observed, exact)", f"{j.tv:.4f}")
-m[1].metric(
-    f"detectable TV ({j.power:.0%} power)",
-    f"{j.detectable_tv:.4f}" if np.isfinite(j.detectable_tv) else "∞ (no power)",
-    help="any shift of the law at least this large in total variation fails the test with this power",
-)
-m[2].metric(
-    "tokens per step, measured",
-    f"{res.tokens.measured:.4f}",
-    f"± {res.tokens.se:.4f} (1 SE)" if tok.rounds >= stats.MIN_ROUNDS else "too few rounds for an SE",
-    delta_color="off",
-    delta_arrow="off",
-)
-m[3].metric(
-    "tokens per step, theory",
-    f"{res.tokens.expected:.4f}",
-    f"z = {tok.z:+.2f}" if tok.rounds >= stats.MIN_ROUNDS else f"needs ≥ {tok.needed_rounds:,} rounds",
-    delta_color="off",
-    delta_arrow="off",
-    help="exact expectation over the contexts the run met",
-)
-st.caption(bl.tokens_caption(tok, j.alpha))
+for row in bl.case_metrics(res, verdict):
+    for col, m in zip(st.columns(len(row)), row, strict=True):
+        col.metric(m.label, m.value, m.delta, help=m.help, delta_color="off", delta_arrow="off")
+st.caption(bl.tokens_caption(verdict.tokens, res.joint.alpha))
 
 if bug == "shared_uniform":
     st.subheader("The lesson: a first-token-only test misses it")
-    lesson = bl.shared_uniform_lesson(res, jp, tok, sc.L)
-    for col, tile in zip(st.columns(len(lesson.tiles)), lesson.tiles, strict=True):
-        col.metric(tile.name, tile.says, tile.detail, delta_color="off", delta_arrow="off")
+    lesson = bl.shared_uniform_lesson(res, verdict.joint_p, verdict.tokens, sc.L)
+    for col, m in zip(st.columns(len(lesson.tiles)), lesson.tiles, strict=True):
+        col.metric(m.label, m.value, m.delta, delta_color="off", delta_arrow="off")
     st.markdown(bl.SHARED_UNIFORM_WHY)
     st.markdown(lesson.seen)
 
 joint_fig = figures.joint_comparison(res.observed, res.law, sc.V, sc.L)
 st.plotly_chart(presenter.chart(joint_fig, st.session_state), key=S + "joint")
 st.caption(f"Run time {res.seconds:.2f} s (cached: the same settings answer instantly).")
-
-record = results.case_record(res, bug=None if bug == NONE else bug, n=n, seed=int(seed), V=sc.V, L=sc.L)
-d1, d2 = st.columns(2)
-d1.download_button(
-    "Download this run (JSON)",
-    results.to_json(record),
-    file_name=f"specviz-bug-lab-{scenario}-{'correct' if bug == NONE else bug}.json",
-    mime="application/json",
-    key=S + "download_json",
-    help="the fields of `specviz prove --json`, the verdict with its power, and the counts against the exact law",
-)
-d2.download_button(
-    "Download the counts (CSV)",
-    results.to_csv(record["cells"]),
-    file_name=f"specviz-bug-lab-{scenario}-counts.csv",
-    mime="text/csv",
-    key=S + "download_csv",
-    help="one row per sequence of tokens: observed count, exact probability, expected count",
-)
+for col, d in zip(st.columns(2), bl.downloads(res, bug, scenario, n, int(seed), sc.V, sc.L), strict=True):
+    col.download_button(d.label, d.data, d.file_name, d.mime, key=S + d.key, help=d.help)

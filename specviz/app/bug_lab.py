@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..errors import InputError
 from ..proof import stats
 from ..proof.scenarios import HOME
-from . import results
+from . import limits, results
+from .results import Download, Metric
 
 NONE = "none (correct verifier)"  # the bug selector's first choice: the correct verifier
 PREDICTIONS = ("the test will pass", "the test will fail")
@@ -76,14 +79,8 @@ SHARED_UNIFORM_WHY = (
 )
 
 
-class Tile(NamedTuple):
-    name: str  # which test
-    says: str  # pass, fail or inconclusive
-    detail: str  # its statistic against its critical value
-
-
 class TestsLesson(NamedTuple):
-    tiles: list[Tile]  # the first token, each later token, the joint law, tokens per step
+    tiles: list[Metric]  # the first token, each later token, the joint law, tokens per step: each test's verdict
     seen: str  # which tests saw the bug in this run and which missed it
 
 
@@ -98,14 +95,14 @@ def shared_uniform_lesson(res: Any, jp: results.JointP, tok: stats.MeanTest, L: 
     tests += [(f"token {t + 1} on its own", c) for t, c in enumerate(res.positions[1:], start=1)]
     tests += [(f"joint law of {L} tokens", j)]
     tiles = [
-        Tile(name, results.joint_says(t, jp if t is j else None),
-             f"chi-square {t.statistic:,.1f} vs {t.critical_value:,.1f}")
+        Metric(name, results.joint_says(t, jp if t is j else None),
+               f"chi-square {t.statistic:,.1f} vs {t.critical_value:,.1f}")
         for name, t in tests
     ]  # fmt: skip
     says = results.tokens_says(tok)
-    tiles.append(Tile("tokens per step", says, f"z = {tok.z:+.1f}" if says != "inconclusive" else "too few rounds"))
-    seen = [t.name for t in tiles if t.says == "fail"]
-    missed = [t.name for t in tiles if t.says == "pass"]
+    tiles.append(Metric("tokens per step", says, f"z = {tok.z:+.1f}" if says != "inconclusive" else "too few rounds"))
+    seen = [t.label for t in tiles if t.value == "fail"]
+    missed = [t.label for t in tiles if t.value == "pass"]
     text = (
         f"In this run, tests that see it: {', '.join(seen) if seen else 'none'}; tests that miss it: "
         f"{', '.join(missed) if missed else 'none'}."
@@ -117,3 +114,57 @@ def shared_uniform_lesson(res: Any, jp: results.JointP, tok: stats.MeanTest, L: 
             f"lossless rule ({more})."
         )
     return TestsLesson(tiles, text)
+
+
+def retry_n(verdict: results.Verdict) -> int | None:
+    """The N an inconclusive verdict offers to run again with (the N it needs, with a margin); None: no offer."""
+    if verdict.word != "inconclusive" or verdict.needed_n is None:
+        return None
+    n = results.suggested_n(verdict.needed_n)
+    return n if n <= limits.MAX_PROVE_N else None
+
+
+def case_metrics(res: Any, verdict: results.Verdict) -> list[list[Metric]]:
+    """The two rows of numbers under the verdict: the joint test, then TV, its power and tokens per step.
+
+    ``res``: the run's CaseResult; ``verdict``: :func:`specviz.app.results.case_verdict` of it (not an error).
+    """
+    j, jp, tok = res.joint, verdict.joint_p, verdict.tokens  # verdict.tokens is res.tokens, its test
+    if jp is None or tok is None:
+        raise InputError("verdict", "the verdict of a run that did not raise", verdict.word)
+    enough = tok.rounds >= stats.MIN_ROUNDS
+    return [
+        [
+            Metric(f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", help=f"{j.cells} cells after pooling"),
+            Metric(f"critical value (α = {j.alpha:g})", f"{jp.critical_value:,.1f}",
+                   help=f"the statistic's (1 − α) quantile, by {jp.method}"),
+            Metric("p-value" if jp.method == "chi-square" else f"p-value ({jp.method})", results.p_text(jp),
+                   help=results.P_HELP[jp.method].format(draws=jp.draws)),
+            Metric("joint test", results.joint_says(j, jp)),
+        ],
+        [
+            Metric("TV(observed, exact)", f"{j.tv:.4f}"),
+            Metric(f"detectable TV ({j.power:.0%} power)",
+                   f"{j.detectable_tv:.4f}" if np.isfinite(j.detectable_tv) else "∞ (no power)",
+                   help="any shift of the law at least this large in total variation fails the test with this power"),
+            Metric("tokens per step, measured", f"{tok.measured:.4f}",
+                   f"± {tok.se:.4f} (1 SE)" if enough else "too few rounds for an SE"),
+            Metric("tokens per step, theory", f"{tok.expected:.4f}",
+                   f"z = {tok.z:+.2f}" if enough else f"needs ≥ {tok.needed_rounds:,} rounds",
+                   help="exact expectation over the contexts the run met"),
+        ],
+    ]  # fmt: skip
+
+
+def downloads(res: Any, bug: str, scenario: str, n: int, seed: int, V: int, L: int) -> list[Download]:
+    """The run as JSON (the fields of ``specviz prove --json``, the verdict, the counts) and its counts as CSV."""
+    record = results.case_record(res, bug=None if bug == NONE else bug, n=n, seed=seed, V=V, L=L)
+    return [
+        Download("Download this run (JSON)", results.to_json(record),
+                 f"specviz-bug-lab-{scenario}-{'correct' if bug == NONE else bug}.json", "application/json",
+                 "download_json", "the fields of `specviz prove --json`, the verdict with its power, and the counts "
+                 "against the exact law"),
+        Download("Download the counts (CSV)", results.to_csv(record["cells"]), f"specviz-bug-lab-{scenario}-counts.csv",
+                 "text/csv", "download_csv", "one row per sequence of tokens: observed count, exact probability, "
+                 "expected count"),
+    ]  # fmt: skip
