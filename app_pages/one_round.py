@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from specviz import InputError
-from specviz.app import figures, find_bug, lesson_figures, links, presenter
+from specviz.app import figures, lesson_figures, links, presenter
 from specviz.app import interview as iv
 from specviz.app import one_round as rd
 from specviz.app.results import plural
@@ -26,20 +25,11 @@ PARAMS = [
 ]
 
 
-def step() -> None:
-    r, e = rd.step(int(st.session_state[S + "rounds"]), int(st.session_state[S + "event"]),
-                   int(st.session_state.get(S + "events", rd.END)))  # fmt: skip
-    st.session_state[S + "rounds"], st.session_state[S + "event"] = r, e
-    st.session_state[S + "playing"] = False
-
-
-def toggle_play() -> None:
-    st.session_state[S + "playing"] = not st.session_state.get(S + "playing", False)
-
-
-def reset() -> None:
-    st.session_state[S + "rounds"], st.session_state[S + "event"] = 1, 0
-    st.session_state[S + "playing"] = False
+def click(button: str) -> None:
+    """Step, Play (or Pause) and Reset: the round, the event and the timer after the click (rd.click)."""
+    ss = st.session_state
+    now = int(ss[S + "rounds"]), int(ss[S + "event"]), int(ss.get(S + "events", rd.END)), bool(ss.get(S + "playing"))
+    ss[S + "rounds"], ss[S + "event"], ss[S + "playing"] = rd.click(button, *now)
 
 
 link = links.open_page(st, PARAMS, S)
@@ -59,11 +49,11 @@ def controls(t: rd.Tally, rounds: int) -> None:
     """Step, Play and Reset beside the counters; inside the fragment, so a click reruns only it."""
     left, right = st.columns([1, 1], gap="large")
     b = left.columns(3)
-    b[0].button("Step", type="primary", key=S + "step", on_click=step, width="stretch",
+    b[0].button("Step", type="primary", key=S + "step", on_click=click, args=("step",), width="stretch",
                 help="The next coin; after the last coin, the last draw; then the next round.")  # fmt: skip
-    b[1].button("Pause" if playing else "Play", key=S + "play", on_click=toggle_play, width="stretch",
+    b[1].button("Pause" if playing else "Play", key=S + "play", on_click=click, args=("play",), width="stretch",
                 help="Play whole rounds, faster and faster.")  # fmt: skip
-    b[2].button("Reset", key=S + "reset", on_click=reset, width="stretch")
+    b[2].button("Reset", key=S + "reset", on_click=click, args=("reset",), width="stretch")
     m = right.columns(4)
     m[0].metric("round", f"{rounds:,}")
     m[1].metric("tokens emitted", f"{t.tokens:,}")
@@ -71,98 +61,75 @@ def controls(t: rd.Tally, rounds: int) -> None:
     m[3].metric("expected: (1 − aᴷ⁺¹)/(1 − a)", f"{t.expected_tokens_per_step:.3f}")
 
 
-def draw_chart(tr: rd.RoundTrace, view: rd.View, key: str) -> None:
-    fig = lesson_figures.last_draw(tr.dist if view.done else None, tr.u if view.done else float("nan"), tr.last,
-                                   tr.kind, rd.draw_title(tr.draw, view.done))  # fmt: skip
-    st.plotly_chart(presenter.chart(fig, st.session_state), key=key)
+def chart(fig, key: str) -> None:
+    st.plotly_chart(presenter.chart(fig, st.session_state), key=S + key)
 
 
-def single(p, q, rounds: int, tr: rd.RoundTrace, view: rd.View, t: rd.Tally) -> None:
+def round_view(side: rd.Side, rounds: int, title: str, key: str) -> None:
+    """One verifier's last round: its coins against p/q, its last draw, and where Step is."""
+    d, view = side.trace.draw, side.view
+    chart(lesson_figures.coin_lines(view.steps, title), "coins" + key)
+    chart(lesson_figures.last_draw(d.law if view.done else None, d.u if view.done else float("nan"), d.token, d.kind,
+                                   rd.draw_title(d, view.done)), "draw" + key)  # fmt: skip
+    st.markdown(rd.status(side.trace, view, rounds))
+
+
+def single(sg: rd.Stage) -> None:
+    rule, t = sg.sides[0], sg.sides[0].tally
     left, right = st.columns([1, 1], gap="large")
     with left:
-        fig = lesson_figures.coin_lines(view.steps, f"Round {rounds}: coins against p/q")
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins")
-        draw_chart(tr, view, S + "draw")
-        st.markdown(rd.status(tr, view, rounds))
-        if view.done:  # after the rejection (or the bonus): what a real model's caches keep, with the widget
-            st.caption(rd.rollback_sentence(tr))
+        round_view(rule, sg.rounds, f"Round {sg.rounds}: coins against p/q", "")
+        if rule.view.done:  # after the rejection (or the bonus): what a real model's caches keep, with the widget
+            st.caption(rd.rollback_sentence(rule.trace))
             st.page_link("app_pages/interview.py", label="KV-cache rollback, with your own L, K and pages",
                          query_params={"step": str(KV_STEP)}, icon=":material/memory:")  # fmt: skip
-        r = rd.residual(p, q)
         with st.expander("How the residual is built: max(0, p − q), normalized"):
-            st.markdown(f"max(0, p − q) = {links.plain(np.round(r.excess, 4).tolist())}, mass 1 − a = {r.mass:.4f}; "
-                        f"normalized: {links.plain(np.round(r.law, 4).tolist())}.")  # fmt: skip
-            st.plotly_chart(presenter.chart(figures.decomposition_bar(p, q), st.session_state), key=S + "build")
+            st.markdown(rd.residual_text(sg.p, sg.q))
+            chart(figures.decomposition_bar(sg.p, sg.q), "build")
     with right:
-        fig = lesson_figures.round_histogram(p, t.counts, f"All tokens of {plural(t.rounds, 'round')} against p")
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist")
+        chart(lesson_figures.round_histogram(sg.p, t.counts, f"All tokens of {plural(t.rounds, 'round')} against p"),
+              "hist")  # fmt: skip
         if t.tokens:
             st.caption(rd.tally_caption(t))
 
 
-def side_by_side(p, q, rule, bad, rounds: int, event: int, sides, mistake: str) -> None:
-    done = rd.rounds_done(rounds, event, max(tr.events for tr, _ in sides))
-    part = rd.parting(rule, bad, done)
-    if part.round is None:
-        these = "this round" if done == 1 else f"these {plural(done, 'round')}"
-        st.info(f"On {these} the rule and {mistake} emitted the same tokens: keep playing.",
-                icon=":material/compare_arrows:")  # fmt: skip
-    else:
-        st.warning(f"The rule and {mistake} first differ in round {part.round + 1}, at emitted token "
-                   f"{part.position + 1}; {part.rounds_differing:,} of {plural(done, 'round')} "
-                   f"differ{'s' if part.rounds_differing == 1 else ''}.",
-                   icon=":material/call_split:")  # fmt: skip
-    names = ("the rule", mistake)
-    for col, name, res, (trc, view) in zip(st.columns(2, gap="large"), names, (rule, bad), sides, strict=True):
+def side_by_side(sg: rd.Stage, mistake: str) -> None:
+    differs, note = rd.parting_note(sg, mistake)
+    (st.warning if differs else st.info)(note, icon=":material/call_split:" if differs else ":material/compare_arrows:")
+    for col, side in zip(st.columns(2, gap="large"), sg.sides, strict=True):
         with col:
-            fig = lesson_figures.coin_lines(view.steps, f"Round {rounds}, {name}")
-            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "coins." + name)
-            draw_chart(trc, view, S + "draw." + name)
-            st.markdown(rd.status(trc, view, rounds))
-            tal = rd.tally(p, q, res, rd.rounds_done(rounds, event, trc.events))
-            fig = lesson_figures.round_histogram(p, tal.counts, f"{name}: {plural(tal.tokens, 'token')}")
-            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "hist." + name)
-            if tal.test is not None and tal.test.dof >= 1:
-                st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: p-value "
-                           f"{find_bug.p_value_text(tal.test)} (fails below α = {tal.test.alpha:g}).")  # fmt: skip
-            elif tal.tokens:
-                st.caption(f"{tal.tokens_per_step:.3f} tokens per step; chi-square against p: nothing to test yet "
-                           "(every token in one pooled cell).")  # fmt: skip
-    st.caption(rd.mistake_caption(mistake, sides[0], sides[1], rounds))
+            t, key = side.tally, "." + side.name
+            round_view(side, sg.rounds, f"Round {sg.rounds}, {side.name}", key)
+            fig = lesson_figures.round_histogram(sg.p, t.counts, f"{side.name}: {plural(t.tokens, 'token')}")
+            chart(fig, "hist" + key)
+            if (caption := rd.side_caption(t)) is not None:
+                st.caption(caption)
+    st.caption(rd.mistake_caption(mistake, *sg.sides, sg.rounds))
 
 
 @st.fragment(run_every=TICK_S if playing else None)
 def stage() -> None:
     """The rounds so far; while playing, each tick adds rounds and reruns only this part."""
-    if bool(st.session_state.get(S + "playing", False)) != playing:
+    ss = st.session_state
+    if bool(ss.get(S + "playing", False)) != playing:
         st.rerun()  # Play or Pause was clicked: the whole page reruns to start or stop the timer
-    rounds, event = int(st.session_state[S + "rounds"]), int(st.session_state[S + "event"])
-    K, seed = int(st.session_state[S + "K"]), int(st.session_state[S + "seed"])
-    mistake = st.session_state[S + "mistake"] if st.session_state[S + "compare"] else None
+    mistake = ss[S + "mistake"] if ss[S + "compare"] else None
     try:
-        p, q = rd.pair(st.session_state[S + "preset"], seed)
-        if playing:
-            rounds, event = rd.play_tick(rounds, event, rd.events(p, q, K, rounds, seed, mistake))
-            st.session_state[S + "rounds"], st.session_state[S + "event"] = rounds, event
-        coins = rd.coins(q, K, rounds, seed)
-        rule = rd.play(p, q, coins)
-        bad = rd.play(p, q, coins, mistake) if mistake else None
-        traces = [rd.trace(p, q, coins, rounds - 1, m) for m in ((None, mistake) if mistake else (None,))]
+        sg = rd.stage(ss[S + "preset"], int(ss[S + "K"]), int(ss[S + "seed"]), int(ss[S + "rounds"]),
+                      int(ss[S + "event"]), mistake, playing)  # fmt: skip
     except InputError as e:
         st.error(links.error_text(e), icon=":material/error:")
         return
-    st.session_state[S + "events"] = max(tr.events for tr in traces)  # what Step walks through in this round
-    sides = [(tr, rd.at_event(tr, event)) for tr in traces]
-    t = rd.tally(p, q, rule, rd.rounds_done(rounds, event, traces[0].events))
-    controls(t, rounds)
-    if bad is None:
-        single(p, q, rounds, *sides[0], t)
+    ss[S + "rounds"], ss[S + "event"] = sg.rounds, sg.event  # a tick of Play moved them
+    ss[S + "events"] = sg.events  # what Step walks through in this round
+    controls(sg.sides[0].tally, sg.rounds)
+    if mistake is None:
+        single(sg)
     else:
-        side_by_side(p, q, rule, bad, rounds, event, sides, mistake)
-    shown = {n: st.session_state[S + n] for n in ("preset", "K", "seed", "rounds", "event", "compare", "mistake")}
-    link.show_in_link(shown)
-    if rounds >= rd.MAX_ROUNDS and playing:  # the end: stop the timer
-        st.session_state[S + "playing"] = False
+        side_by_side(sg, mistake)
+    link.show_in_link({n: ss[S + n] for n in ("preset", "K", "seed", "rounds", "event", "compare", "mistake")})
+    if sg.rounds >= rd.MAX_ROUNDS and playing:  # the end: stop the timer
+        ss[S + "playing"] = False
         st.rerun()
 
 
@@ -177,5 +144,3 @@ c[3].toggle("Mistake beside it", key=S + "compare",
             help="The same drafts and uniforms through a verifier with one step swapped; its side shows what it read.")
 c[4].selectbox("mistake", rd.MISTAKES, key=S + "mistake", disabled=not st.session_state[S + "compare"],
                help="; ".join(f"{n}: {BUGS[n].title}" for n in rd.MISTAKES))  # fmt: skip
-
-

@@ -10,6 +10,7 @@ import pytest
 from apptest import link, metric, open_page, plotly_array, rerun
 from scipy import stats as sps
 
+from specviz.app import links
 from specviz.app import one_round as rd
 from specviz.app.position import draw_iid
 from specviz.proof import stats, theory
@@ -47,11 +48,12 @@ def test_trace_is_the_rule_step_by_step(preset):
                 assert s.u * s.q < s.p
             elif s.state == "rejected":
                 assert not s.u * s.q < s.p
-        assert tr.tokens == [s.draft for s in tr.steps if s.state == "accepted"] + [tr.last]
-        assert tr.last == int(draw_iid(tr.dist, np.array([tr.u]))[0])
-        kinds.add(tr.kind)
-        if tr.kind == "replacement" and theory.total_variation(p, q) > 0:
-            np.testing.assert_allclose(tr.dist, np.maximum(p - q, 0) / np.maximum(p - q, 0).sum(), atol=1e-12)
+        d = tr.draw
+        assert tr.tokens == [s.draft for s in tr.steps if s.state == "accepted"] + [d.token]
+        assert d.token == int(draw_iid(d.law, np.array([d.u]))[0])
+        kinds.add(d.kind)
+        if d.kind == "replacement" and theory.total_variation(p, q) > 0:
+            np.testing.assert_allclose(d.law, np.maximum(p - q, 0) / np.maximum(p - q, 0).sum(), atol=1e-12)
     if preset == TEXTBOOK:
         assert kinds == {"bonus", "replacement"}
     if preset == "disjoint supports":
@@ -202,7 +204,7 @@ def test_stepping_emits_at_the_last_event_what_playing_the_round_emits(mistake):
             while True:
                 view = rd.at_event(tr, event)
                 seen.append(view.tokens)
-                nxt = rd.step(rounds, event, tr.events)
+                nxt = rd.click("step", rounds, event, tr.events, False)[:2]
                 if nxt[0] != rounds:
                     break
                 rounds, event = nxt
@@ -217,7 +219,8 @@ def test_play_finishes_the_round_then_plays_whole_rounds():
     assert rd.play_tick(4, 2, 4) == (4, rd.END)  # mid-round: the rest of round 4
     assert rd.play_tick(4, 4, 4) == (rd.next_rounds(4), rd.END)
     assert rd.rounds_done(4, 2, 4) == 3 and rd.rounds_done(4, rd.END, 4) == 4
-    assert rd.step(rd.MAX_ROUNDS, rd.END, 4) == (rd.MAX_ROUNDS, rd.END)  # the cap
+    assert rd.click("step", rd.MAX_ROUNDS, rd.END, 4, True) == (rd.MAX_ROUNDS, rd.END, False)  # the cap; Step pauses
+    assert rd.click("play", 4, 2, 4, False) == (4, 2, True) and rd.click("reset", 4, 2, 4, True) == (1, 0, False)
 
 
 def test_play_speeds_up_and_stops_at_the_cap():
@@ -356,17 +359,15 @@ def test_play_advances_rounds_on_each_run_and_pause_stops():
     assert metric(at, "round") == str(rd.next_rounds(10)) and at.button(key="round.play").label == "Play"
 
 
-def test_residual_is_what_acceptance_leaves_missing():
+def test_the_residual_shown_is_what_acceptance_leaves_missing():
     for preset in rd.PRESETS:
         p, q = rd.pair(preset, 1)
-        r = rd.residual(p, q)
-        d = theory.decompose(p, q)
-        assert r.mass == pytest.approx(theory.total_variation(p, q), abs=1e-12)
-        np.testing.assert_allclose(np.minimum(p, q) + r.mass * r.law, p, atol=1e-12)  # the rule's output is p
-        if r.mass > 0:
-            np.testing.assert_allclose(r.law, d.residual, atol=1e-12)
-        else:  # p == q: the branch is unreachable and falls back to p
-            np.testing.assert_allclose(r.law, p, atol=0)
+        excess = np.maximum(p - q, 0.0)
+        law = excess / excess.sum() if excess.sum() > 0 else p  # p == q: the branch is unreachable, falls back to p
+        np.testing.assert_allclose(np.minimum(p, q) + excess.sum() * law, p, atol=1e-12)  # the rule's output is p
+        text = rd.residual_text(p, q)
+        assert f"mass 1 − a = {theory.total_variation(p, q):.4f};" in text
+        assert f"normalized: {links.plain(np.round(law, 4).tolist())}." in text
 
 
 def test_texts_after_one_round_read_as_english_and_a_pooled_test_is_not_a_result():

@@ -35,8 +35,10 @@ from ..proof import stats, theory
 from ..proof.bugs import BUGS
 from ..verifiers import reference
 from ..verifiers.verify import Uniforms, Verification, verify
+from .links import plain
 from .position import PRESETS as PRESETS  # the page's choice of (p, q), re-exported
 from .position import draw_iid, preset
+from .results import plural
 
 ENGINE_MISTAKES = ("q_unprocessed", "target_unprocessed", "shared_noise_stream")
 
@@ -119,22 +121,6 @@ class RoundTrace(NamedTuple):
     draw: Draw
     tokens: list[int]  # every token the round emitted: the kept drafts in order, then the draw
     events: int  # what Step walks through: one event per tested coin, then one for the draw (or its absence)
-
-    @property
-    def kind(self) -> str:
-        return self.draw.kind
-
-    @property
-    def dist(self) -> np.ndarray | None:
-        return self.draw.law
-
-    @property
-    def u(self) -> float:
-        return self.draw.u
-
-    @property
-    def last(self) -> int:
-        return self.draw.token
 
 
 NOT_YET = "not yet"  # a coin Step has not reached: no u shown
@@ -251,11 +237,18 @@ def at_event(tr: RoundTrace, event: int) -> View:
     return View(steps, done, kept + ([tr.draw.token] if done and tr.draw.kind != "none" else []))
 
 
-def step(rounds: int, event: int, events: int) -> tuple[int, int]:
-    """Step: the next event of this round; once it is done, the next round's first coin."""
-    if event < events:
-        return rounds, event + 1
-    return (rounds, event) if rounds >= MAX_ROUNDS else (rounds + 1, 1)
+def click(button: str, rounds: int, event: int, events: int, playing: bool) -> tuple[int, int, bool]:
+    """(rounds, event, playing) after a click on ``button``: "step" (the next event of this round; once it is
+    done, the next round's first coin), "play" (Play or Pause) or "reset"."""
+    if button == "step":
+        if event < events:
+            return rounds, event + 1, False
+        return (rounds, event, False) if rounds >= MAX_ROUNDS else (rounds + 1, 1, False)
+    if button == "play":
+        return rounds, event, not playing
+    if button == "reset":
+        return 1, 0, False
+    raise InputError("button", "step, play or reset", repr(button))
 
 
 def play_tick(rounds: int, event: int, events: int) -> tuple[int, int]:
@@ -332,25 +325,16 @@ def status(tr: RoundTrace, view: View, rounds: int) -> str:
     return f"Round {rounds:,}: draft {s.position + 1} of {len(view.steps)} tested ({s.state}); kept so far: {so_far}."
 
 
-def events(target_probs: np.ndarray, draft_probs: np.ndarray, K: int, rounds: int, seed: int,
-           mistake: str | None = None) -> int:  # fmt: skip
-    """The events of round ``rounds`` (1-based) that Step walks through: the rule's, or the longer of
-    the rule's and the mistake's when both are shown."""
-    c = coins(draft_probs, K, rounds, seed)
-    shown = (None, mistake) if mistake else (None,)
-    return max(trace(target_probs, draft_probs, c, rounds - 1, m).events for m in shown)
-
-
-def mistake_caption(mistake: str, rule: tuple[RoundTrace, View], bad: tuple[RoundTrace, View], rounds: int) -> str:
+def mistake_caption(mistake: str, rule: Side, bad: Side, rounds: int) -> str:
     """The caption under the two sides: what the mistake swapped, and what differed in this round as
     read off both traces (said once both sides have shown the whole round)."""
     bug = BUGS[mistake]
     swapped = f" (the reference's step {bug.step[0]} swapped for {bug.step[1]})" if bug.step else ""
     head = (f"{mistake}: {bug.title}{swapped}. Both sides get the same drafts and the same uniforms; each shows "
             "the coins and the draw its own verifier read, and emits its kept drafts, then that draw.")
-    if not (rule[1].done and bad[1].done):
+    if not (rule.view.done and bad.view.done):
         return head + f" What differs in round {rounds:,} is listed once both sides have finished it."
-    diffs = differences(rule[0], bad[0])
+    diffs = differences(rule.trace, bad.trace)
     if not diffs:
         return head + (f" In round {rounds:,} the mistake read the same coins, kept the same drafts and drew its "
                        "last token the same way as the rule.")  # fmt: skip
@@ -409,7 +393,6 @@ def rollback_sentence(tr: RoundTrace) -> str:
 def tally_caption(t: Tally) -> str:
     """What the histogram's chi-square says, or that there is nothing to test yet (no cell to compare with p)."""
     from .find_bug import p_value_text
-    from .results import plural
 
     if t.test is None or t.test.dof < 1:  # one pooled cell: the counts cannot differ from p
         return (f"Chi-square against p: nothing to test yet. {plural(t.tokens, 'token')} fill one cell once the "
@@ -447,16 +430,75 @@ def next_rounds(rounds: int) -> int:
     return min(MAX_ROUNDS, int(rounds) + max(1, int(rounds) // PLAY_GROWTH))
 
 
-class Residual(NamedTuple):
-    """The residual step laid out: what is left of p after the accepted mass min(p, q)."""
+def residual_text(target_probs: np.ndarray, draft_probs: np.ndarray) -> str:
+    """The residual step in numbers: max(0, p − q), its mass 1 − a, and the law it normalizes to."""
+    excess = np.maximum(np.asarray(target_probs, dtype=np.float64) - draft_probs, 0.0)  # (V,) what acceptance leaves
+    law = theory.decompose(target_probs, draft_probs).residual  # excess normalized; p when it has no mass
+    return (f"max(0, p − q) = {plain(np.round(excess, 4).tolist())}, mass 1 − a = {float(excess.sum()):.4f}; "
+            f"normalized: {plain(np.round(law, 4).tolist())}.")  # fmt: skip
 
-    excess: np.ndarray  # (V,) max(0, p - q): the mass acceptance leaves missing
-    mass: float  # its sum, 1 - a = TV(p, q)
-    law: np.ndarray  # (V,) excess / mass; p itself when the mass is 0 (the unreachable branch)
+
+class Side(NamedTuple):
+    """One verifier's side of the page: the last round as traced and as Step has shown it, the tokens so far."""
+
+    trace: RoundTrace
+    view: View
+    tally: Tally  # every token of the rounds done
+    name: str  # "the rule", or the mistake's name
 
 
-def residual(target_probs: np.ndarray, draft_probs: np.ndarray) -> Residual:
-    p, q = np.asarray(target_probs, dtype=np.float64), np.asarray(draft_probs, dtype=np.float64)
-    excess = np.maximum(p - q, 0.0)
-    mass = float(excess.sum())
-    return Residual(excess, mass, excess / mass if mass > 0 else p.copy())
+class Stage(NamedTuple):
+    """What the page shows on this run: the rounds so far through the rule and, beside it, the mistake."""
+
+    p: np.ndarray  # (V,)
+    q: np.ndarray  # (V,)
+    rounds: int  # the round shown (after a tick of Play: the new count)
+    event: int  # how far Step has walked into it
+    events: int  # what Step walks through in it: the longer side's events
+    sides: list[Side]  # the rule's, then the mistake's
+    parting: Parting | None  # where the two first differ in the rounds done; None without a mistake
+
+
+def stage(preset: str, K: int, seed: int, rounds: int, event: int, mistake: str | None = None,
+          playing: bool = False) -> Stage:  # fmt: skip
+    """Rounds 1..``rounds`` of ``preset``'s p and q with ``K`` drafts, on the seed's coins, Step at ``event``
+    of the last; ``playing``: one tick of Play first (:func:`play_tick`)."""
+    p, q = pair(preset, seed)
+    shown = (None, mistake) if mistake else (None,)
+    if playing:  # Play finishes the round Step is in (the longer side's events), then adds whole rounds
+        c = coins(q, K, rounds, seed)
+        rounds, event = play_tick(rounds, event, max(trace(p, q, c, rounds - 1, m).events for m in shown))
+    c = coins(q, K, rounds, seed)
+    runs = [play(p, q, c, m) for m in shown]  # every round through the rule, then through the mistake
+    sides = []
+    for m, res in zip(shown, runs, strict=True):
+        tr = trace(p, q, c, rounds - 1, m)
+        sides.append(Side(tr, at_event(tr, event), tally(p, q, res, rounds_done(rounds, event, tr.events)),
+                          m or "the rule"))  # fmt: skip
+    events = max(s.trace.events for s in sides)
+    part = parting(runs[0], runs[1], rounds_done(rounds, event, events)) if mistake else None
+    return Stage(p, q, rounds, event, events, sides, part)
+
+
+def parting_note(sg: Stage, mistake: str) -> tuple[bool, str]:
+    """(whether they differ, the sentence): where the rule and ``mistake`` first emit different tokens."""
+    done, part = rounds_done(sg.rounds, sg.event, sg.events), sg.parting
+    if part is None or part.round is None or part.position is None:
+        these = "this round" if done == 1 else f"these {plural(done, 'round')}"
+        return False, f"On {these} the rule and {mistake} emitted the same tokens: keep playing."
+    return True, (f"The rule and {mistake} first differ in round {part.round + 1}, at emitted token "
+                  f"{part.position + 1}; {part.rounds_differing:,} of {plural(done, 'round')} "
+                  f"differ{'s' if part.rounds_differing == 1 else ''}.")  # fmt: skip
+
+
+def side_caption(t: Tally) -> str | None:
+    """Under one side's histogram: tokens per step and its chi-square against p (None before any token)."""
+    from .find_bug import p_value_text
+
+    if t.test is not None and t.test.dof >= 1:
+        return (f"{t.tokens_per_step:.3f} tokens per step; chi-square against p: p-value {p_value_text(t.test)} "
+                f"(fails below α = {t.test.alpha:g}).")  # fmt: skip
+    if t.tokens:
+        return f"{t.tokens_per_step:.3f} tokens per step; chi-square against p: nothing to test yet (every token in " \
+               "one pooled cell)."  # fmt: skip
+    return None
