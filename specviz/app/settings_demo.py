@@ -23,11 +23,12 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
+import plotly.graph_objects as go
 
 from ..errors import InputError
 from ..proof import theory
 from ..verifiers.processing import Settings, output_law, process_logits
-from . import limits
+from . import figures, limits
 
 # Logit presets (target, draft) over a small vocabulary, with a line saying what each shows.
 PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {
@@ -68,6 +69,12 @@ class Pipeline(NamedTuple):
 
 
 LOSSLESS_TV = 1e-12  # float64 rounding of these closed forms is ~1e-16 per token
+LOSSLESS_NOTE = (
+    f"Lossless means TV from plain decoding below {LOSSLESS_TV:g}, shown as 0 (to {LOSSLESS_TV:g}): float64 "
+    "rounding of these closed forms is about 1e-16 per token. A mismatch bug is lossy only when its side's settings "
+    "change that side's law (q_unprocessed the drafter's, target_unprocessed the request's): with default settings "
+    "everywhere (temperature 1, top-k 0, top-p 1) all three coincide."
+)
 
 
 def format_tv(tv: float) -> str:
@@ -89,10 +96,6 @@ class SettingsReport(NamedTuple):
     pipelines: list[Pipeline]  # correct first, then the mismatches
     tokens_per_step: float  # the correct pipeline's exact expectation with K drafts
     K: int
-
-
-def _tv(a: np.ndarray, b: np.ndarray) -> float:
-    return 0.5 * float(np.abs(a - b).sum())
 
 
 def _acceptance(p: np.ndarray, q: np.ndarray, reported: np.ndarray) -> float:
@@ -128,8 +131,9 @@ def settings_report(target_logits: Sequence[float], draft_logits: Sequence[float
         ("target_unprocessed", "the verifier's p is the raw softmax; the request asked for other settings", p_raw, q),
     ):  # fmt: skip
         law = output_law(vp, q, vq)
-        tv = _tv(law, p)
-        pipes.append(Pipeline(name, desc, vp, vq, law, _acceptance(vp, q, vq), tv, _tv(law, p_raw), tv < LOSSLESS_TV))
+        tv = theory.total_variation(law, p)
+        pipes.append(Pipeline(name, desc, vp, vq, law, _acceptance(vp, q, vq), tv, theory.total_variation(law, p_raw),
+                              tv < LOSSLESS_TV))  # fmt: skip
     a = min(1.0, pipes[0].acceptance)  # rounding can pass 1
     return SettingsReport(
         p_raw=p_raw, p=p, q_raw=q_raw, q=q, removed_p=(zt > -np.inf) & (p == 0), removed_q=(zd > -np.inf) & (q == 0),
@@ -163,8 +167,26 @@ def sweep(target_logits: Sequence[float], draft_logits: Sequence[float], request
     return out
 
 
+class SweepView(NamedTuple):
+    figure: go.Figure  # acceptance and tokens per step over the knob's values, the drafter's own value marked
+    best: SweepPoint  # the value with the highest acceptance
+
+
+def sweep_view(target_logits: Sequence[float], draft_logits: Sequence[float], request: Settings, drafter: Settings,
+               knob: str, K: int) -> SweepView:  # fmt: skip
+    """:func:`sweep` over :func:`sweep_values`, drawn, with the best value for acceptance. Logits (V,) each."""
+    V = len(target_logits)
+    pts = sweep(target_logits, draft_logits, request, drafter, knob, sweep_values(knob, V), int(K))
+    current = float(getattr(drafter, knob))
+    mark = float(V) if knob == "top_k" and current == 0 else current  # top-k 0 (off) is top-k V
+    fig = figures.sweep_curve([pt.value for pt in pts], [pt.acceptance for pt in pts],
+                              [pt.tokens_per_step for pt in pts], knob, mark, int(K))  # fmt: skip
+    return SweepView(fig, max(pts, key=lambda pt: pt.acceptance))
+
+
 # --- the page's inputs ---------------------------------------------------------------------------
 
+SOURCES = ("preset", "random", "typed")  # where the page's logits come from
 MAX_TYPED_V = 64  # typed logits: more is unreadable in the page's chart (as limits.MAX_TABLE_V)
 RANDOM_V = 8  # random logits: the presets' vocabulary size
 
@@ -230,6 +252,23 @@ def parse_logit_pair(target_text: str, draft_text: str) -> tuple[np.ndarray, np.
     if zt.size != zd.size:
         raise InputError("draft logits", f"{zt.size} logits, as many as the target's", f"{zd.size}")
     return zt, zd
+
+
+def logits(source: str, preset: str, seed: int, target_text: str, draft_text: str) -> tuple[np.ndarray, np.ndarray]:
+    """The target's and the drafter's logits (V,) each, from ``source``: a preset, ``seed``, or the typed texts."""
+    if source == "preset":
+        return np.array(PRESETS[preset][0]), np.array(PRESETS[preset][1])
+    if source == "random":
+        return random_logits(int(seed))
+    if source == "typed":
+        return parse_logit_pair(target_text, draft_text)
+    raise InputError("source", "one of " + ", ".join(SOURCES), repr(source))
+
+
+def removed_text(rep: SettingsReport) -> str:
+    """The tokens the request's settings and the drafter's settings removed, in words."""
+    return (f"Removed by the request's settings: **{token_list(rep.removed_p)}**. "
+            f"Removed by the drafter's settings: **{token_list(rep.removed_q)}**.")  # fmt: skip
 
 
 def token_list(mask: np.ndarray) -> str:
