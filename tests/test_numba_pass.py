@@ -350,6 +350,23 @@ def test_the_engine_floors_to_the_references_grid():
     assert _sample.MAX_TOTAL == _fused_kernel.MAX_TOTAL == 16 * reference.GRID
 
 
+def test_the_compiled_coin_is_the_engines_accept_comparison():
+    # specviz.verifiers._xp.accepts is the engine's one accept comparison; the compiled loop inlines it,
+    # and Numba's disk cache watches only _fused_kernel.py. So the loop on disk must still answer as
+    # accepts answers now on its boundary: u * q == p (rejected by <, accepted by <=), just below it,
+    # q = 0 with a coin of 0, NaN. A stale cache after a change of accepts fails here (delete it).
+    from specviz.verifiers._xp import accepts
+
+    p = np.array([[0.25, 0.0, 0.5, 0.3, np.nan]])  # (1, K) p(x) at each position, x = 0
+    q = np.array([[0.5, 0.0, 1.0, 0.3, 0.5]])
+    ua = np.array([[0.5, 0.0, np.nextafter(0.5, 0.0), 0.0, 0.5]])
+    for i in range(p.shape[1]):
+        P = np.stack([[p[0, i], 1.0 - p[0, i] if p[0, i] == p[0, i] else 0.5], [1.0, 0.0]])[None]  # (1, 2, 2)
+        Q = np.array([[[q[0, i], 1.0 - q[0, i]]]])
+        acc = _fused.accept(P, None, Q, None, np.zeros((1, 1), np.int64), np.array([1]), ua[:, i : i + 1], 2, False)
+        assert acc is not None and int(acc.first_fail[0]) == int(accepts(ua[0, i], q[0, i], p[0, i])), i
+
+
 @pytest.mark.parametrize("V", [200, 512, 9000])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("where", ["residual_p", "residual_q", "bonus_p"])

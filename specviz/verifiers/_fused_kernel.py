@@ -7,12 +7,17 @@ next process: the first call in a fresh installation compiles (about a second), 
 import numba
 import numpy as np
 
+from specviz.verifiers._xp import accepts as _accepts_py
 from specviz.verifiers.reference import GRID  # absolute: _fused may run this file's source again
 
 # Compiled code cached on disk (Numba's cache=True). specviz.verifiers._fused runs this module again
 # with ON_DISK = False (compiled in memory only) when Numba finds no writable cache directory.
 ON_DISK: bool = globals().get("ON_DISK", True)
 MAX_TOTAL = 16 * GRID  # as specviz.verifiers._sample.MAX_TOTAL
+# The accept comparison, compiled from its one copy (specviz.verifiers._xp.accepts) into the loops that
+# use it. Numba's disk cache watches this file only: after changing accepts, delete the cached
+# _fused_kernel files (tests/test_numba_pass.py checks the loop against accepts on its boundary).
+_accepts = numba.njit(inline="always")(_accepts_py)
 
 
 # Only additions of integers (or of the entries, for the loose sum check) may be reordered.
@@ -156,7 +161,7 @@ def accept(  # pragma: no cover - compiled
             coin = ua[b, i]
             acc_u[b, i] = coin
             ratios[b, i] = p / q if q > 0.0 else nan
-            if q > 0.0 and coin * q < p:
+            if _accepts(coin, q, p):
                 tokens[b, i] = xi
             else:
                 first = i

@@ -1,8 +1,10 @@
 """A tiny array-namespace adapter so the verifier is written once for NumPy and PyTorch.
 
 Only the operations whose spelling differs between the two libraries live here; plain
-arithmetic, comparisons and advanced indexing are written directly in the algorithm.
-Torch is imported lazily: NumPy users never pay for it.
+arithmetic, comparisons and advanced indexing are written directly in the algorithm. One
+exception: :func:`accepts`, the accept comparison, lives here once for NumPy, torch and the
+compiled loop (this module imports nothing that imports the loop). Torch is imported lazily:
+NumPy users never pay for it.
 """
 
 from __future__ import annotations
@@ -506,6 +508,18 @@ def _prefix_table(K: int, inclusive: bool) -> np.ndarray:
     n = np.arange(K + 1)[:, None]
     pos = np.arange(K)[None, :]
     return pos <= n if inclusive else pos < n
+
+
+def accepts(u: Any, q: Any, p: Any, mass: Any = None) -> Any:
+    """The engine's accept comparison, its one copy: a coin u accepts a draft x iff u * q(x) < p(x),
+    that is u < p(x) / q(x) without a division (times the mass M of an unnormalized target r for the
+    tree: u * q(y) * M < r(y)); q(x) = 0 rejects. NumPy or torch arrays of one shape (chain:
+    specviz.verifiers.verify._accept; tree: specviz.verifiers.tree), or float64 scalars in the compiled
+    loop (specviz.verifiers._fused_kernel compiles this function). The reference keeps its own copy.
+    """
+    if mass is None:
+        return (q > 0) & (u * q < p)
+    return (q > 0) & (u * q * mass < p)
 
 
 def _rng_error(rng: Any, expected: str) -> Exception:

@@ -2,26 +2,20 @@
 
 # B rows, K drafts (padded width), V vocabulary, N nodes per tree
 
-:func:`verify`, :func:`verify_block` and :func:`verify_tree` take the arguments of the engine's
-functions of the same names and, on the same explicit uniforms, return their results bit for bit
-(tests/test_reference_parity.py holds every engine path to them, the flat layout's through its
-padded twin). Nothing here comes from the engine; its arguments are converted and checked at the
-edge (the end of this module). The chain rule (docs/design.md), for a row with j = num_draft[b] drafts:
+:func:`verify`, :func:`verify_block` and :func:`verify_tree` take the arguments of the engine's functions
+of the same names and, on the same uniforms, return their results bit for bit (tests/test_reference_parity.py).
+Nothing here comes from the engine. The chain rule (docs/design.md), for a row with j = num_draft[b] drafts:
+accept draft x_i iff ``u_i * q_i(x_i) < p_i(x_i)`` (q(x) = 1 for a deterministic drafter); the first
+rejection ends the row; there a token from the residual max(0, p_i - q_i) (p_i without x_i for a
+deterministic drafter), or from p_i when that has no mass; if every draft survives, the bonus from p_j.
 
-1. accept draft x_i iff ``u_i * q_i(x_i) < p_i(x_i)``, u_i a fresh uniform (q(x) = 1 for a
-   deterministic drafter, draft_probs=None);
-2. the first rejection ends the row: drafts after it never count;
-3. at the rejected position, a token from the residual max(0, p_i - q_i) (p_i with x_i removed for
-   a deterministic drafter), or from p_i when that has no mass;
-4. if every draft survives, the bonus token from p_j, row num_draft[b] (not the padded tensor's last).
+One draw serves every rule (:func:`inverse_cdf`): each weight floored to the grid, floor(w * GRID) in the
+weights' float type, summed in float64 (exact integers while a row totals less than 16); the token is the
+number of running weights <= floor(u * total), at most total - 1. Block and tree masses are the same
+integer sums over GRID. Half precision is computed in float32, which holds it exactly.
 
-One draw serves every rule (:func:`inverse_cdf`): each weight floored to the grid, floor(w * GRID) in
-the weights' float type, summed in float64 (exact integers while a row totals less than 16), and the
-token is the number of running weights <= floor(u * total), at most total - 1. Block and tree masses
-are the same integer sums over GRID. Half precision is computed in float32, which holds it exactly.
-
-Mistakes: each rule is one function running named steps (:class:`ChainSteps`, :class:`BlockSteps`,
-:class:`TreeSteps`); :func:`with_step` gives the reference with exactly one step swapped.
+Mistakes: each rule runs named steps (:class:`ChainSteps`, :class:`BlockSteps`, :class:`TreeSteps`);
+:func:`with_step` gives the reference with exactly one step swapped.
 """
 
 from __future__ import annotations
@@ -30,7 +24,8 @@ import inspect
 import sys
 from collections import namedtuple
 from collections.abc import Callable
-from typing import Any, NamedTuple, NoReturn
+from functools import partial
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -45,13 +40,6 @@ TreeVerification = namedtuple("TreeVerification", "tokens num_tokens num_accepte
                               "accept_uniforms thresholds sample_uniforms")  # fmt: skip
 
 
-# --------------------------------------------------------------------------- the draw
-
-
-class _Refused(Exception):
-    """Weights the draw cannot read: not finite, negative, or a row totalling 16 or more."""
-
-
 def on_grid(w: np.ndarray) -> np.ndarray:
     """(R, V) floor(w * GRID) in w's float type, as float64 integers."""
     return np.floor(w * w.dtype.type(GRID)).astype(np.float64)
@@ -60,6 +48,10 @@ def on_grid(w: np.ndarray) -> np.ndarray:
 def mass(r: np.ndarray) -> np.ndarray:
     """(R,) the mass of weights r (R, V) on the grid: their integer sum over GRID."""
     return on_grid(r).sum(axis=1) / GRID
+
+
+class _Refused(Exception):
+    """Weights the draw cannot read: not finite, negative, or a row totalling 16 or more."""
 
 
 def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -72,54 +64,40 @@ def inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.count_nonzero(C <= thr[:, None], axis=1).astype(np.int64)
 
 
-def _refused(p: np.ndarray, q: np.ndarray | None) -> NoReturn:
-    """The InputError of a draw refused on target rows p (R, V) and draft rows q, naming the argument."""
-    if not np.isfinite(p).all() or (q is not None and not np.isfinite(q).all()):
-        name = "target_probs" if not np.isfinite(p).all() else "draft_probs"
-        raise InputError(name, "finite probabilities", "NaN or infinite entries")
+def _refuse(p: np.ndarray, q: np.ndarray | None = None) -> NoReturn:
+    """The engine's InputError for a draw refused on target rows p (R, V) and draft rows q (validate=False too)."""
+    for name, a in (("target_probs", p), ("draft_probs", q)):
+        if a is not None and not np.isfinite(a).all():
+            raise InputError(name, "finite probabilities", "NaN or infinite entries")
     if p.min() < 0:
         raise InputError("target_probs", "non-negative probabilities", f"minimum {p.min():.6g}")
     raise InputError("target_probs", "probability rows (each summing to less than 16)", "a row summing to 16 or more")
 
 
-def _draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Block and tree: :func:`inverse_cdf` on their float64 weights, a refused row named."""
-    try:
-        return inverse_cdf(w, u)
-    except _Refused:
-        _refused(w, None)
-
-
 # --------------------------------------------------------------------------- the chain rule
 
 
-class Coins(NamedTuple):
-    u: np.ndarray  # (B, K) the coin each position is tested with
-    passed: np.ndarray  # (B, K) bool
-
-
-class Kept(NamedTuple):
-    kept: np.ndarray  # (B, K) bool: drafts emitted
-    first: np.ndarray  # (B,) the first rejected position, or num_draft
-    tested: np.ndarray  # (B, K) bool: positions whose coin was looked at
-
-
-class Draw(NamedTuple):
-    row: np.ndarray  # (B,) the target row of the last token; -1: no last token
-    residual: np.ndarray  # (B,) bool: from that row's residual, else from p
-    u: np.ndarray  # (B,) its uniform
+Coins = namedtuple("Coins", "u passed")  # (B, K): the coin each position is tested with; whether it passed
+Kept = namedtuple("Kept", "kept first tested")  # (B, K) drafts emitted; (B,) first rejection or num_draft; (B, K)
+Draw = namedtuple("Draw", "row residual u")  # (B,) the last token's target row (-1: none), from its residual?, uniform
 
 
 def accept(ua: np.ndarray, px: np.ndarray, qx: np.ndarray) -> Coins:
-    """Step 1: a fresh coin per position; accept iff u * q(x) < p(x) (q(x) = 0 rejects)."""
+    """A fresh coin per position; accept iff u * q(x) < p(x) (q(x) = 0 rejects)."""
     return Coins(ua, (qx > 0) & (ua * qx < px))
 
 
 def first_rejection(passed: np.ndarray, valid: np.ndarray) -> Kept:
-    """Step 2: the drafts before the first rejection (a running AND of the accept bits)."""
+    """The drafts before the first rejection (a running AND of the accept bits) are kept."""
     run = np.logical_and.accumulate(passed & valid, axis=1)  # (B, K)
     first = run.sum(axis=1)  # (B,)
     return Kept(run, first, valid & (np.arange(valid.shape[1]) <= first[:, None]))
+
+
+def last_draw(first: np.ndarray, rejected: np.ndarray, j: np.ndarray, ua: np.ndarray, us: np.ndarray) -> Draw:
+    """Where the last token comes from: the rejected position's residual, else (the bonus) p at row
+    num_draft, not the padded tensor's last; drawn with the row's own sample uniform, never a coin."""
+    return Draw(np.where(rejected, first, j), rejected, us)
 
 
 def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
@@ -132,35 +110,26 @@ def residual(p: np.ndarray, q: np.ndarray | None, x: np.ndarray) -> np.ndarray:
 
 
 def replacement(p: np.ndarray, q: np.ndarray | None, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Step 3: (R,) the token after a rejection, from the residual; from p where it has no mass."""
+    """(R,) the token after a rejection, from the residual; from p where it has no mass."""
     w = residual(p, q, x)
     empty = mass(w) <= 0  # p == q up to rounding (NaN stays False: the draw refuses it)
     w[empty] = p[empty]
     return inverse_cdf(w, u)
 
 
-def last_draw(first: np.ndarray, rejected: np.ndarray, j: np.ndarray, ua: np.ndarray, us: np.ndarray) -> Draw:
-    """Steps 3 and 4, where: the rejected position's residual, else the bonus from p at row num_draft;
-    with the row's own sample uniform, never a coin."""
-    return Draw(np.where(rejected, first, j), rejected, us)
-
-
-class ChainSteps(NamedTuple):
-    accept: Callable = accept
-    first_rejection: Callable = first_rejection
-    last_draw: Callable = last_draw
-    replacement: Callable = replacement
+ChainSteps = namedtuple("ChainSteps", "accept first_rejection last_draw replacement",
+                        defaults=(accept, first_rejection, last_draw, replacement))  # fmt: skip
 
 
 def _chain(s: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
            us: np.ndarray, validate: bool, tol: tuple[float, float]) -> Verification:  # fmt: skip
     """The chain rule on P (B, K+1, V), Q (B, K, V) or None, x (B, K), j (B,), ua (B, K), us (B,)."""
     B, K = x.shape
-    valid = np.arange(K) < j[:, None]  # (B, K)
+    b, k = np.arange(B), np.arange(K)
+    valid = k < j[:, None]  # (B, K)
     xs = np.where(valid, x, 0)  # (B, K) a column to read past num_draft
-    _in_range("draft_tokens", xs, 0, P.shape[2] - 1, "token ids at positions < num_draft")
-    px = np.take_along_axis(P[:, :K], xs[:, :, None], axis=2)[:, :, 0].astype(np.float64)  # (B, K) p_i(x_i)
-    qx = np.ones((B, K)) if Q is None else np.take_along_axis(Q, xs[:, :, None], axis=2)[:, :, 0].astype(np.float64)
+    px = P[b[:, None], k, xs].astype(np.float64)  # (B, K) p_i(x_i)
+    qx = np.ones((B, K)) if Q is None else Q[b[:, None], k, xs].astype(np.float64)  # (B, K) q_i(x_i)
     if validate:
         _check_probs("target_probs", px[valid], None)
         _check_probs("draft_probs", None if Q is None else qx[valid], None)
@@ -169,20 +138,20 @@ def _chain(s: ChainSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j:
     row, from_residual, u_last = s.last_draw(first, first < j, j, ua, us)
     token = np.full(B, PAD)
     for res in (True, False):  # the rows drawing from a residual, then those drawing from p
-        b = np.flatnonzero((row >= 0) & (from_residual == res))
-        p, q = P[b, row[b]], None if Q is None or not res else Q[b, row[b]]  # (R, V) copies
+        r = np.flatnonzero((row >= 0) & (from_residual == res))
+        p, q = P[r, row[r]], None if Q is None or not res else Q[r, row[r]]  # (R, V) copies
         if validate:
             _check_probs("target_probs", p, tol[0])
             _check_probs("draft_probs", q, tol[1])
         try:
-            token[b] = s.replacement(p, q, xs[b, row[b]], u_last[b]) if res else inverse_cdf(p, u_last[b])
+            token[r] = s.replacement(p, q, xs[r, row[r]], u_last[r]) if res else inverse_cdf(p, u_last[r])
         except _Refused:
-            _refused(p, q)
+            _refuse(p, q)
     n = kept.sum(axis=1)  # (B,) drafts emitted
-    order = np.argsort(~kept, axis=1, kind="stable")  # the kept positions first, in order
     tokens = np.full((B, K + 1), PAD)
-    tokens[:, :K] = np.where(np.arange(K) < n[:, None], np.take_along_axis(x, order, axis=1), PAD)
-    tokens[np.arange(B), n] = token
+    r, i = np.nonzero(kept)
+    tokens[r, np.cumsum(kept, axis=1)[r, i] - 1] = x[r, i]  # the kept drafts, in order
+    tokens[b, n] = token
     ok = tested & (qx > 0)
     return Verification(tokens, n + (row >= 0), n, np.where(tested, u, np.nan),
                         np.where(ok, px / np.where(ok, qx, 1.0), np.nan), (first == j) & (row >= 0),
@@ -226,12 +195,8 @@ def block_extra(p: np.ndarray, res: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.where((m > 0)[:, None], res, p)
 
 
-class BlockSteps(NamedTuple):
-    weights: Callable = block_weights
-    residual: Callable = block_residual
-    threshold: Callable = block_threshold
-    stop: Callable = block_stop
-    extra: Callable = block_extra
+BlockSteps = namedtuple("BlockSteps", "weights residual threshold stop extra",
+                        defaults=(block_weights, block_residual, block_threshold, block_stop, block_extra))  # fmt: skip
 
 
 def _block(s: BlockSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j: np.ndarray, ua: np.ndarray,
@@ -239,17 +204,16 @@ def _block(s: BlockSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j:
     """Block verification on the chain's arrays: every uniform compared with its threshold h_i, the
     last pass tau kept, the token after it from the residual (a stop) or p_j (the bonus)."""
     B, K = x.shape
-    ar, valid = np.arange(B), np.arange(K) < j[:, None]  # (B, K)
+    b, valid = np.arange(B), np.arange(K) < j[:, None]  # (B, K)
     xs = np.where(valid, x, 0)
-    _in_range("draft_tokens", xs, 0, P.shape[2] - 1, "token ids at positions < num_draft")
     read = np.arange(K + 1) <= j[:, None]  # (B, K+1) the target rows read
     if validate:
         _check_probs("target_probs", P[read], tol[0])
         _check_probs("draft_probs", None if Q is None else Q[valid], tol[1])
     T = np.where(read[:, :, None], P, 0.0).astype(np.float64)  # unread rows may hold anything
     Q = None if Q is None else np.where(valid[:, :, None], Q, 0.0).astype(np.float64)
-    px = np.take_along_axis(T[:, :K], xs[:, :, None], axis=2)[:, :, 0]  # (B, K)
-    qx = np.where(valid, 1.0 if Q is None else np.take_along_axis(Q, xs[:, :, None], axis=2)[:, :, 0], 0.0)
+    px = T[b[:, None], np.arange(K), xs]  # (B, K)
+    qx = np.where(valid, 1.0 if Q is None else Q[b[:, None], np.arange(K), xs], 0.0)
     w = s.weights(np.where(qx > 0, px / np.where(qx > 0, qx, 1.0), 0.0), valid)  # (B, K+1)
     res, m = np.zeros((B, K, T.shape[2])), np.zeros((B, K))  # max(0, w_i p_i - q_i) and its mass
     for k in range(K):
@@ -258,13 +222,16 @@ def _block(s: BlockSteps, P: np.ndarray, Q: np.ndarray | None, x: np.ndarray, j:
         m[:, k] = mass(res[:, k])
     h = np.full((B, K), np.nan)  # (B, K) at column i - 1 the threshold of draft i: h_i, and w_j for the last
     h[:, : max(K - 1, 0)] = s.threshold(m, w[:, :K])[:, 1:]
-    h = np.where(valid, np.where(np.arange(K) == (j - 1)[:, None], w[ar, j][:, None], h), np.nan)
+    h = np.where(valid, np.where(np.arange(K) == (j - 1)[:, None], w[b, j][:, None], h), np.nan)
     tau = s.stop(valid & (ua < h))  # (B,)
     bonus = tau == j
-    p, at = T[ar, tau], np.where(bonus, 0, tau)  # (B, V), a safe draft position
-    last = np.where(bonus[:, None], p, s.extra(p, res[ar, at], m[ar, at])) if K else p
+    p, at = T[b, tau], np.where(bonus, 0, tau)  # (B, V), a safe draft position
+    last = np.where(bonus[:, None], p, s.extra(p, res[b, at], m[b, at])) if K else p
     tokens = np.where(np.arange(K + 1) < tau[:, None], np.pad(x, ((0, 0), (0, 1))), PAD)
-    tokens[ar, tau] = _draw(last, us)
+    try:
+        tokens[b, tau] = inverse_cdf(last, us)
+    except _Refused:
+        _refuse(last)
     return Verification(tokens, tau + 1, tau, np.where(valid, ua, np.nan), h, bonus, us + 0.0)
 
 
@@ -285,39 +252,40 @@ def tree_residual(r: np.ndarray, q: np.ndarray | None, y: np.ndarray, M: np.ndar
     return np.maximum(r - M[:, None] * q, 0.0)
 
 
-class TreeSteps(NamedTuple):
-    accept: Callable = tree_accept
-    residual: Callable = tree_residual
+TreeSteps = namedtuple("TreeSteps", "accept residual", defaults=(tree_accept, tree_residual))
 
 
 def _tree(s: TreeSteps, T: np.ndarray, Q: np.ndarray | None, tok: np.ndarray, par: np.ndarray, leaf: np.ndarray,
           ua: np.ndarray, us: np.ndarray) -> TreeVerification:  # fmt: skip
     """Down each row's tree (nodes in topological order), r the unnormalized law at the current node."""
     B, N = tok.shape
-    ar, cur, depth = np.arange(B), np.zeros(B, np.int64), np.zeros(B, np.int64)  # (B,) the current node, its depth
+    b, cur, depth = np.arange(B), np.zeros(B, np.int64), np.zeros(B, np.int64)  # (B,) the current node, its depth
     path, thr = np.full((B, N - 1), PAD), np.full((B, N - 1), np.nan)
     r = T[:, 0].copy()  # (B, V)
     M = mass(r)  # (B,)
     for i in range(1, N):
-        b = np.flatnonzero(par[:, i] == cur)  # rows where node i is a child of the current node
-        y, q = tok[b, i], None if Q is None else Q[b, cur[b]]  # (R,), (R, V)
-        ry, qy = r[b, y], np.ones(len(b)) if q is None else q[np.arange(len(b)), y]
-        acc = s.accept(ua[b, i - 1], ry, qy, M[b])
-        den = qy * M[b]
-        thr[b, i - 1] = np.minimum(np.where(den > 0, ry / np.where(den > 0, den, 1.0), 0.0), 1.0)
-        a, br = b[acc], b[~acc]
+        c = np.flatnonzero(par[:, i] == cur)  # rows where node i is a child of the current node
+        y, q = tok[c, i], None if Q is None else Q[c, cur[c]]  # (R,), (R, V)
+        ry, qy = r[c, y], np.ones(len(c)) if q is None else q[np.arange(len(c)), y]
+        acc = s.accept(ua[c, i - 1], ry, qy, M[c])
+        den = qy * M[c]
+        thr[c, i - 1] = np.minimum(np.where(den > 0, ry / np.where(den > 0, den, 1.0), 0.0), 1.0)
+        a, rej = c[acc], c[~acc]
         path[a, depth[a]] = i
         depth[a] += 1
         cur[a] = i
         r[a], M[a] = T[a, i], mass(T[a, i])
-        new = s.residual(r[br], None if q is None else q[~acc], y[~acc], M[br], T[br, cur[br]])
+        new = s.residual(r[rej], None if q is None else q[~acc], y[~acc], M[rej], T[rej, cur[rej]])
         empty = mass(new) <= 0  # a rejection of probability 0 up to rounding: back to the node's target row
-        new[empty] = T[br[empty], cur[br[empty]]]
-        r[br], M[br] = new, mass(new)
+        new[empty] = T[rej[empty], cur[rej[empty]]]
+        r[rej], M[rej] = new, mass(new)
     tokens = np.full((B, N), PAD)
-    tokens[:, : N - 1] = np.where(path >= 0, tok[ar[:, None], np.maximum(path, 0)], PAD)
-    tokens[ar, depth] = _draw(r, us)
-    return TreeVerification(tokens, depth + 1, depth, path, cur, leaf[ar, cur], np.where(thr == thr, ua, np.nan),
+    tokens[:, : N - 1] = np.where(path >= 0, tok[b[:, None], np.maximum(path, 0)], PAD)
+    try:
+        tokens[b, depth] = inverse_cdf(r, us)
+    except _Refused:
+        _refuse(r)
+    return TreeVerification(tokens, depth + 1, depth, path, cur, leaf[b, cur], np.where(thr == thr, ua, np.nan),
                             thr, us + 0.0)  # fmt: skip
 
 
@@ -325,10 +293,10 @@ def _tree(s: TreeSteps, T: np.ndarray, Q: np.ndarray | None, tok: np.ndarray, pa
 
 
 def _np(a: Any) -> Any:
-    """A torch tensor or array-like as a NumPy array; half precision as float32 (which holds it exactly)."""
-    if a is not None and hasattr(a, "detach"):
+    """A torch tensor or array-like as a NumPy array (None stays None); half precision as float32, which holds it."""
+    if hasattr(a, "detach"):
         a = a.detach().cpu().resolve_conj().resolve_neg()
-        return (a.float() if a.dtype.is_floating_point and a.itemsize == 2 else a).numpy()
+        a = (a.float() if a.dtype.is_floating_point and a.itemsize == 2 else a).numpy()
     a = None if a is None else np.asarray(a)
     return a.astype(np.float32) if a is not None and a.dtype == np.float16 else a
 
@@ -338,12 +306,13 @@ def _tol(a: Any) -> float:
     return 1e-2 if str(getattr(a, "dtype", "")).endswith(("float16", "bfloat16")) else 1e-4
 
 
-def _shape(name: str, a: Any, shape: tuple, names: str, kind: str = "f") -> None:
-    """``a`` has the shape (None: any size) and the dtype kind ("f" floats, "iu" integers)."""
-    if a.ndim != len(shape) or any(s not in (None, t) for s, t in zip(shape, a.shape, strict=False)):
-        raise InputError(name, f"shape {names}", f"shape {tuple(a.shape)}")
-    if a.dtype.kind not in kind:
-        raise InputError(name, "integers" if kind == "iu" else "floating-point probabilities", f"dtype {a.dtype}")
+def _check(**named: tuple[Any, tuple, str]) -> None:
+    """Each array (None: absent) has its shape (None: any size) and dtype kind ("f" floats, "iu" integers)."""
+    for name, (a, shape, kind) in named.items():
+        if a is not None and (a.ndim != len(shape) or a.dtype.kind not in kind
+                              or any(s not in (None, t) for s, t in zip(shape, a.shape, strict=False))):  # fmt: skip
+            what = "integers" if kind == "iu" else "probabilities"
+            raise InputError(name, f"{what} of shape {shape} (None: any size)", f"shape {a.shape}, dtype {a.dtype}")
 
 
 def _in_range(name: str, a: np.ndarray, lo: int, hi: int, what: str) -> None:
@@ -370,47 +339,26 @@ def _check_probs(name: str, a: np.ndarray | None, tol: float | None) -> None:
                          f"a row summing to {digits(sums[np.argmax(np.abs(sums - 1.0))])}")  # fmt: skip
 
 
-def _uniforms(rng: Any, uniforms: Any, shape: tuple, B: int, validate: bool) -> tuple[np.ndarray, np.ndarray]:
+def _uniforms(rng: Any, uniforms: Any, shape: tuple, validate: bool) -> tuple[np.ndarray, np.ndarray]:
     """accept (shape) and sample (B,) float64 uniforms: given, or drawn as the engine draws them, accept first."""
-    if uniforms is None:
-        if hasattr(rng, "manual_seed"):  # a torch.Generator, on its own device
-            t = sys.modules["torch"]
-            ua, us = (t.rand(n, generator=rng, dtype=t.float64, device=rng.device).cpu().numpy() for n in (shape, B))
-            return ua, us
-        if rng is not None and not isinstance(rng, np.random.Generator):
-            raise InputError("rng", "a numpy.random.Generator or a torch.Generator", type(rng).__name__)
+    if uniforms is not None:
+        if rng is not None or not isinstance(uniforms, tuple) or len(uniforms) != 2:
+            raise InputError("uniforms", "a Uniforms(accept, sample) pair, and no rng", type(uniforms).__name__)
+        ua, us = (np.asarray(_np(u), dtype=np.float64) for u in uniforms)
+    elif hasattr(rng, "manual_seed"):  # a torch.Generator, on its own device
+        t = sys.modules["torch"]
+        ua, us = (t.rand(n, generator=rng, dtype=t.float64, device=rng.device).cpu().numpy() for n in (shape, shape[0]))
+    elif rng is None or isinstance(rng, np.random.Generator):
         rng = np.random.default_rng() if rng is None else rng
-        return rng.random(shape), rng.random(B)
-    if rng is not None:
-        raise InputError("uniforms", "either rng or uniforms, not both", "both")
-    if not isinstance(uniforms, tuple) or len(uniforms) != 2:
-        raise InputError("uniforms", "a Uniforms(accept, sample) pair", type(uniforms).__name__)
-    ua, us = (np.asarray(_np(u), dtype=np.float64) for u in uniforms)
-    for name, u, n in (("uniforms.accept", ua, shape), ("uniforms.sample", us, (B,))):
+        ua, us = rng.random(shape), rng.random(shape[0])
+    else:
+        raise InputError("rng", "a numpy.random.Generator or a torch.Generator", type(rng).__name__)
+    for name, u, n in (("uniforms.accept", ua, shape), ("uniforms.sample", us, shape[:1])):
         if u.shape != n:
             raise InputError(name, f"shape {n}", f"shape {u.shape}")
         if validate and u.size and not (u.min() >= 0 and u.max() < 1):  # NaN fails too
             raise InputError(name, "uniforms in [0, 1)", f"range [{digits(u.min())}, {digits(u.max())}]")
     return ua, us
-
-
-def _padded(s: Any, core: Callable, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any,
-            rng: Any, uniforms: Any, validate: bool) -> Any:  # fmt: skip
-    """Check the padded layout's arguments, as NumPy arrays, and run ``core`` on them."""
-    tol = (_tol(target_probs), _tol(draft_probs))
-    P, Q, x, j = (_np(a) for a in (target_probs, draft_probs, draft_tokens, num_draft))
-    _shape("draft_tokens", x, (None, None), "(B, K)", "iu")
-    B, K = x.shape
-    _shape("target_probs", P, (B, K + 1, None), "(B, K+1, V) from draft_tokens (B, K)")
-    _shape("num_draft", j, (B,), "(B,)", "iu")
-    _in_range("num_draft", j, 0, K, "draft counts")
-    if P.shape[2] < 1:
-        raise InputError("target_probs", "a vocabulary of at least 1 token", "V = 0")
-    if Q is not None:
-        _shape("draft_probs", Q, (B, K, P.shape[2]), "(B, K, V)")
-    ua, us = _uniforms(rng, uniforms, (B, K), B, validate)
-    with np.errstate(all="ignore"):
-        return _back(core(s, P, Q, x.astype(np.int64), j.astype(np.int64), ua, us, validate, tol), target_probs)
 
 
 def _back(res: Any, like: Any) -> Any:
@@ -420,32 +368,31 @@ def _back(res: Any, like: Any) -> Any:
     return type(res)._make(sys.modules["torch"].from_numpy(np.ascontiguousarray(f)) for f in res)
 
 
-# --------------------------------------------------------------------------- the rules, and their mistakes
-
-
-def _verify(s: ChainSteps, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *,
-            rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
-    return _padded(s, _chain, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
-
-
-def _verify_block(s: BlockSteps, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *,
-                  rng: Any = None, uniforms: Any = None, validate: bool = True) -> Verification:  # fmt: skip
-    return _padded(s, _block, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms, validate)
+def _padded(core: Callable, s: Any, target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, *,
+            rng: Any = None, uniforms: Any = None, validate: bool = True) -> Any:  # fmt: skip
+    """The padded layout (chain and block): its arguments as NumPy arrays, checked, and ``core`` run on them."""
+    P, Q, x, j = (_np(a) for a in (target_probs, draft_probs, draft_tokens, num_draft))
+    _check(draft_tokens=(x, (None, None), "iu"))
+    B, K = x.shape
+    _check(target_probs=(P, (B, K + 1, None), "f"), num_draft=(j, (B,), "iu"))
+    _check(draft_probs=(Q, (B, K, P.shape[2]), "f"))
+    _in_range("num_draft", j, 0, K, "draft counts")
+    _in_range("draft_tokens", x[np.arange(K) < j[:, None]], 0, P.shape[2] - 1, "token ids at positions < num_draft")
+    ua, us = _uniforms(rng, uniforms, (B, K), validate)
+    with np.errstate(all="ignore"):
+        out = core(s, P, Q, x.astype(np.int64), j.astype(np.int64), ua, us, validate,
+                   (_tol(target_probs), _tol(draft_probs)))  # fmt: skip
+    return _back(out, target_probs)
 
 
 def _verify_tree(s: TreeSteps, target_probs: Any, draft_probs: Any, node_tokens: Any, parents: Any, num_nodes: Any,
                  *, rng: Any = None, uniforms: Any = None, validate: bool = True) -> TreeVerification:  # fmt: skip
     """Node n's parent is parents[b, n] < n (-1 at the root, node 0); nodes from num_nodes[b] on are ignored."""
-    tol = (_tol(target_probs), _tol(draft_probs))
     T, Q, tok, par, n = (_np(a) for a in (target_probs, draft_probs, node_tokens, parents, num_nodes))
-    _shape("target_probs", T, (None, None, None), "(B, N, V)")
+    _check(target_probs=(T, (None, None, None), "f"))
     B, N, V = T.shape
-    if N < 1 or V < 1:
-        raise InputError("target_probs", "at least one node (the root) and one token", f"shape {(B, N, V)}")
-    for name, a, shape in (("node_tokens", tok, (B, N)), ("parents", par, (B, N)), ("num_nodes", n, (B,))):
-        _shape(name, a, shape, "(B, N)" if len(shape) == 2 else "(B,)", "iu")
-    if Q is not None:
-        _shape("draft_probs", Q, (B, N, V), "(B, N, V)")
+    _check(draft_probs=(Q, (B, N, V), "f"), node_tokens=(tok, (B, N), "iu"), parents=(par, (B, N), "iu"),
+           num_nodes=(n, (B,), "iu"))  # fmt: skip
     _in_range("num_nodes", n, 1, N, "node counts (the root included)")
     idx = np.arange(N)
     inner = (idx >= 1) & (idx < n[:, None])  # (B, N) the live nodes with a parent
@@ -457,22 +404,23 @@ def _verify_tree(s: TreeSteps, target_probs: Any, draft_probs: Any, node_tokens:
     has_child = np.zeros((B, N + 1), bool)
     has_child[np.arange(B)[:, None], np.where(inner, par, N)] = True  # column N collects the rest
     if validate:
-        _check_probs("target_probs", T[idx < n[:, None]], tol[0])
-        _check_probs("draft_probs", None if Q is None else Q[has_child[:, :N]], tol[1])
-    ua, us = _uniforms(rng, uniforms, (B, N - 1), B, validate)
+        _check_probs("target_probs", T[idx < n[:, None]], _tol(target_probs))
+        _check_probs("draft_probs", None if Q is None else Q[has_child[:, :N]], _tol(draft_probs))
+    ua, us = _uniforms(rng, uniforms, (B, N - 1), validate)
     with np.errstate(all="ignore"):
         Q = None if Q is None else Q.astype(np.float64)
-        return _back(_tree(s, T.astype(np.float64), Q, tok, par, ~has_child, ua, us), target_probs)
+        out = _tree(s, T.astype(np.float64), Q, tok, par, ~has_child, ua, us)
+    return _back(out, target_probs)
 
 
 class _Rule:
-    """A reference rule: its steps, and the function that runs them, under the engine's signature."""
+    """A reference rule: ``run`` with its ``steps``, under the engine's signature (run's, without the steps)."""
 
-    def __init__(self, run: Callable, steps: Any, name: str, doc: str) -> None:
-        self.run, self.steps, self.__name__, self.__qualname__, self.__doc__ = run, steps, name, name, doc
+    def __init__(self, run: Callable, steps: Any, name: str, doc: str, swapped: tuple | None = None) -> None:
+        self.run, self.steps, self.swapped, self.__doc__ = run, steps, swapped, doc
+        self.__name__ = self.__qualname__ = name
         sig = inspect.signature(run)
-        self.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])  # without the steps
-        self.swapped: tuple[str, Callable] | None = None
+        self.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(self.steps, *args, **kwargs)
@@ -481,8 +429,8 @@ class _Rule:
         return f"<reference verifier {self.__name__}>"
 
 
-verify = _Rule(_verify, ChainSteps(), "verify", "The chain rule, padded layout: specviz.verify's arguments, result.")
-verify_block = _Rule(_verify_block, BlockSteps(), "verify_block", "Block verification: verifiers.block.verify_block's.")
+verify = _Rule(partial(_padded, _chain), ChainSteps(), "verify", "The chain rule: specviz.verify's arguments, result.")
+verify_block = _Rule(partial(_padded, _block), BlockSteps(), "verify_block", "Block verification (verify's arguments).")
 verify_tree = _Rule(_verify_tree, TreeSteps(), "verify_tree", "Tree verification: verifiers.tree.verify_tree's.")
 CHAIN, BLOCK, TREE = verify.steps, verify_block.steps, verify_tree.steps
 
@@ -491,15 +439,12 @@ def with_step(rule: _Rule, name: str, **swapped: Callable) -> _Rule:
     """The reference ``rule`` with exactly one step replaced, called ``name``, of the same signature:
     ``with_step(verify, "resample_from_p", replacement=from_p)``. The steps: the fields of ``rule.steps``."""
     if not isinstance(rule, _Rule):
-        raise InputError("rule", "a reference rule (verify, verify_block, verify_tree)",
-                         type(rule).__name__)  # fmt: skip
+        raise InputError("rule", "a reference rule (verify, verify_block, verify_tree)", type(rule).__name__)
     if len(swapped) != 1 or next(iter(swapped)) not in rule.steps._fields:
         raise InputError("swapped", "exactly one step, one of " + ", ".join(rule.steps._fields), str(sorted(swapped)))
     ((step, fn),) = swapped.items()
-    out = _Rule(rule.run, rule.steps._replace(**swapped), name,
-                f"{rule.__name__} with its step {step!r} replaced by {getattr(fn, '__name__', '?')}.")  # fmt: skip
-    out.swapped = (step, fn)
-    return out
+    doc = f"{rule.__name__} with its step {step!r} replaced by {getattr(fn, '__name__', '?')}."
+    return _Rule(rule.run, rule.steps._replace(**swapped), name, doc, (step, fn))
 
 
 def swapped_step(verifier: Any) -> tuple[str, Callable] | None:

@@ -82,7 +82,7 @@ from .._types import Array
 from ..errors import InputError
 from . import _validate as check
 from ._sample import GRID
-from ._xp import NumpyOps, TorchOps, ops_for
+from ._xp import NumpyOps, TorchOps, accepts, ops_for
 from .block import inverse_cdf, quantize
 from .verify import PAD_TOKEN, Uniforms, Verification
 
@@ -329,7 +329,7 @@ def _verify(tree: _Tree, ua: Array, us: Array, validate: bool) -> TreeVerificati
             qrow = ops.to_float64(tree.draft[rows, cur[rows]])  # (R, V)
             qy = qrow[ri, y]
         u = ua[rows, i - 1]
-        acc = (qy > 0) & (u * qy * MM < ry)  # (R,)
+        acc = accepts(u, qy, ry, MM)  # (R,) u q(y) M < r(y)
         den = qy * MM
         t = ops.where(den > 0, ry / ops.where(den > 0, den, 1.0), 0.0)
         thr[rows, i - 1] = ops.where(t < 1, t, 1.0)

@@ -53,7 +53,7 @@ from ..errors import InputError
 from . import _fused, _sample
 from . import _validate as check
 from ._fused import Accepted
-from ._xp import NumpyOps, TorchDraws, TorchOps, is_torch, ops_for
+from ._xp import NumpyOps, TorchDraws, TorchOps, accepts, is_torch, ops_for
 
 PAD_TOKEN = -1  # outputs are padded to K + 1 tokens per row
 
@@ -497,7 +497,7 @@ def _accept(
         check.check_probes("target_probs", px[valid], ops)
         if Q is not None:
             check.check_probes("draft_probs", qx[valid], ops)
-    passed = (qx > 0) & (ua * qx < px) & valid  # (B, K)
+    passed = accepts(ua, qx, px) & valid  # (B, K)
     first_fail = ops.run_length(passed)  # (B,) position of the first rejection, or j
     kept = ops.prefix_mask(first_fail, K)  # (B, K) the run before it
     tested = valid & ops.prefix_mask(first_fail, K, inclusive=True)
