@@ -134,8 +134,8 @@ def trees(k: int, depth: int) -> View:
     return View([Metric("a node accepts one of k (recursive residual)", f"{sh.node_acceptance:.4f}"),
                  Metric(f"{chains}: drafts kept", f"{sh.chains:.4f}"),
                  Metric(f"{kary}: drafts kept", f"{sh.kary:.4f}")],
-                {"shape." + chains: tree_shapes.shape_figure(tree.multi_draft_parents(k, depth).tolist(), chains),
-                 "shape." + kary: tree_shapes.shape_figure(tree.kary_parents(k, depth).tolist(), kary)})  # fmt: skip
+                {"shape." + chains: tree_shapes.shape_figure(tree.multi_draft_parents(k, depth), chains),
+                 "shape." + kary: tree_shapes.shape_figure(tree.kary_parents(k, depth), kary)})  # fmt: skip
 
 
 def block(seed: int) -> View:
