@@ -146,6 +146,5 @@ st.table([{c: row[c] for c in cv.REGISTRY_COLUMNS} for row in entries], border="
 st.markdown(cv.registry_list(entries))
 
 shown = {"source": source, "p": p_text, "q": q_text, "K": K, "k": k, "seed": seed}
-if S + "n" in st.session_state:
-    shown["n"] = int(st.session_state[S + "n"])
+shown |= {"n": int(st.session_state[S + "n"])} if S + "n" in st.session_state else {}  # drawn once there are rows
 link.show_in_link(shown, shown_results)
