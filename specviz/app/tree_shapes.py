@@ -22,9 +22,6 @@ import plotly.graph_objects as go
 from ..errors import InputError
 from . import plotly_json
 
-CHAINS = "k chains from the root"
-KARY = "full k-ary tree"
-
 
 def chains_name(k: int) -> str:
     """The name of k independent K-token drafts from one context."""
