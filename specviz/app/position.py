@@ -212,7 +212,7 @@ def residual_is_target(target_probs: Sequence[float], draft_probs: Sequence[floa
     return ResidualIsTarget(bool(np.allclose(d.residual, p, rtol=0, atol=RESIDUAL_ATOL)), scaled, a)
 
 
-REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
+REFERENCE_P = theory.REFERENCE_P  # the textbook p, one definition for the whole project
 # "textbook": the 2.533-token example (prove's scenario of that name); "reference" is reserved for the Markov-chain
 # scenario and the reference verifier, one name per meaning.
 PRESETS = ("textbook", "p == q", "disjoint supports", "one-hot q", "random")
