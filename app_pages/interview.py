@@ -2,53 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from specviz.app import figures, links, position, presenter, tree_shapes
 from specviz.app import interview as iv
-from specviz.app import interview_topics as topics
-from specviz.proof import block_trace, court, theory
-from specviz.verifiers import tree
+from specviz.app import interview_widgets as w
+from specviz.app import links, position
+from specviz.app.presenter import metrics, plot
 
 S = "interview."
 QUESTIONS = iv.questions()
 SUMMARY = len(QUESTIONS)  # the step after the last question
-EXAMPLE_PARAMS = 7e9  # the roofline chart's model size; the verification cost does not depend on it
-K_RANGE = range(1, 17)
-
-
-def parse_answers(text: str) -> str:
-    iv.decode_answers(text)  # raises InputError (a ValueError) on a malformed entry
-    return text
-
-
-PARAMS = [
-    links.int_param("step", 0, 0, SUMMARY),
-    links.Param("ans", "", parse_answers, "comma-separated answers: a choice's index or a number per question"),
-    links.float_param("a", 0.8, 0.0, 0.99),
-    links.float_param("c", 0.05, 0.0, 1.0),
-    links.int_param("B", 8, 1, 4096),
-    links.int_param("K", 4, 0, 16),
-    links.int_param("Kt", 3, 1, 16),
-    links.int_param("Kr", 3, 1, 8),
-    links.int_param("L", iv.KV_EXAMPLE[0], 1, 256),
-    links.int_param("Kv", iv.KV_EXAMPLE[1], 1, 16),
-    links.int_param("j", iv.KV_EXAMPLE[2], 0, 16),
-    links.int_param("pg", iv.KV_EXAMPLE[3], 1, 64),
-    links.int_param("k", iv.TREE_EXAMPLE[0], 1, 4),
-    links.int_param("d", iv.TREE_EXAMPLE[1], 1, 4),
-    links.int_param("bs", 0, 0, 2**32 - 1),
-    links.float_param("T", topics.SETTINGS_REQUEST.temperature, 0.05, 2.0),
-    links.float_param("tp", topics.SETTINGS_REQUEST.top_p, 0.05, 1.0),
-    links.choice_param("up", topics.unclamped().preset, position.PRESETS),
-    links.int_param("nd", iv.RAGGED_EXAMPLE[0], 0, iv.RAGGED_EXAMPLE[1]),
-]
-SHOWN = ("step", "ans", "a", "c", "B", "K", "Kt", *(p.name for p in PARAMS[7:]))  # every setting, in the link
-
-
-def answers() -> dict[str, str | float]:
-    return iv.decode_answers(st.session_state[S + "ans"])
+PARAMS = w.link_params(SUMMARY)
 
 
 def go(step: int) -> None:
@@ -62,188 +26,71 @@ def commit(key: str) -> None:
         st.session_state[S + "empty"] = key
         return
     st.session_state.pop(S + "empty", None)
-    done = answers()
-    done[key] = value
-    st.session_state[S + "ans"] = iv.encode_answers(done)
+    st.session_state[S + "ans"] = iv.encode_answers({**iv.decode_answers(st.session_state[S + "ans"]), key: value})
 
 
 def restart() -> None:
-    st.session_state[S + "ans"] = ""
-    st.session_state[S + "step"] = 0
+    st.session_state.update({S + "ans": "", S + "step": 0})
     for q in QUESTIONS:
         st.session_state.pop(S + "in." + q.key, None)
 
 
-def speedup_explorer() -> None:
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        a = st.slider("acceptance rate a", 0.0, 0.99, step=0.01, key=S + "a")
-        c = st.slider("drafter cost c (one drafter step / one target pass)", 0.0, 1.0, step=0.01, key=S + "c")
-        speedups = [iv.speedup(a, k, c) for k in K_RANGE]
-        best = iv.best_K(a, c, max(K_RANGE))
-        st.metric("best K", f"{best}", f"×{iv.speedup(a, best, c):.3f}", delta_color="off", delta_arrow="off")
-        st.metric("speedup at K = 1: (1 + a)/(1 + c)", f"×{iv.speedup(a, 1, c):.3f}",
-                  "a > c: faster" if a > c else "a ≤ c: not faster", delta_color="off", delta_arrow="off")  # fmt: skip
-    with c2:
-        fig = figures.speedup_curve(list(K_RANGE), speedups, best)
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "speedup_chart")
+def show(view: w.View, metric_columns, text=st, charts=st) -> None:
+    """The view's metrics in ``metric_columns`` in turn, its caption in ``text``, its charts in ``charts``."""
+    metrics(metric_columns, view.metrics)
+    if view.caption:
+        text.caption(view.caption)
+    for name, fig in view.charts.items():
+        plot(st, fig, S + name, charts)
 
 
-def roofline_widget() -> None:
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        B = st.slider("batch size B", 1, 4096, key=S + "B")
-        K = st.slider("drafts K", 0, 16, key=S + "K")
-        tokens = B * (K + 1)
-        st.metric("verification cost (decode steps of this batch)", f"{iv.verify_cost(B, K):.2f}")
-        ridge = iv.EXAMPLE_PEAK_FLOPS / iv.EXAMPLE_BANDWIDTH
-        st.caption(
-            f"{tokens:,} tokens in the pass; the ridge is at {ridge:.0f} tokens "
-            f"({iv.EXAMPLE_PEAK_FLOPS / 1e12:.0f} TFLOP/s over {iv.EXAMPLE_BANDWIDTH / 1e12:.2f} TB/s). "
-            f"Chart: a {EXAMPLE_PARAMS / 1e9:.0f}-billion-parameter model in 16-bit weights (the cost ratio does "
-            "not depend on the size)."
-        )
-    with c2:
-        grid = np.unique(np.concatenate([np.geomspace(1, 2**16, 200).round(), [tokens]]))
-        roof = iv.roofline(EXAMPLE_PARAMS, grid)
-        fig = figures.roofline_chart(roof.tokens, roof.seconds, roof.ridge_tokens, float(tokens))
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "roofline_chart")
+def slider(where, label: str, low, high, name: str, step=None):
+    return where.slider(label, low, high, step=step, key=S + name)
 
 
-def tokens_widget() -> None:
-    a = theory.acceptance_rate(iv.REFERENCE_P, iv.UNIFORM_Q)
-    K = st.slider("drafts K", 1, 16, key=S + "Kt")
-    m = st.columns(3)
-    m[0].metric(f"tokens per target pass, a = {a:.2f}", f"{theory.expected_tokens(a, K):.4f}")
-    m[1].metric("accepted drafts alone", f"{iv.accepted_drafts(a, K):.4f}")
-    m[2].metric("limit as K grows: 1/(1 − a)", f"{1 / (1 - a):.4f}")
+SIDE = {  # the widgets laid out as controls, metrics and caption beside a chart, each reading its controls
+    "speedup": lambda c: w.speedup(slider(c, "acceptance rate a", 0.0, 0.99, "a", 0.01),
+                                   slider(c, "drafter cost c (one drafter step / one target pass)", 0.0, 1.0, "c",
+                                          0.01)),  # fmt: skip
+    "roofline": lambda c: w.roofline(slider(c, "batch size B", 1, 4096, "B"), slider(c, "drafts K", 0, 16, "K")),
+    "first_rejection": lambda c: w.first_rejection(slider(c, "drafts K", 1, 8, "Kr")),
+    "settings": lambda c: w.settings(slider(c, "request temperature", 0.05, 2.0, "T", 0.05),
+                                     slider(c, "request top-p", 0.05, 1.0, "tp", 0.05)),  # fmt: skip
+    "unclamped": lambda c: w.unclamped(c.selectbox("p and q", position.PRESETS, key=S + "up")),
+}
+SIDE["best_k"] = SIDE["speedup"]
 
 
-def one_position_figure(key: str) -> None:
-    p, q = iv.REFERENCE_P, iv.UNIFORM_Q
-    if key == "typical":
-        law = iv.typical_acceptance_law(p, q, 0.3, 0.6)
-        fig = figures.law_comparison(p, law, law_name="typical acceptance, exact")
-    else:
-        fig = figures.decomposition_bar(p, q)
-    st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "fig." + key)
-
-
-def first_rejection_widget() -> None:
-    p, q = iv.REFERENCE_P, iv.UNIFORM_Q
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        K = st.slider("drafts K", 1, 8, key=S + "Kr")
-        st.metric("TV from p when passing drafts after a rejection count", f"{topics.count_after_rejection_tv(K):.4f}")
-        st.caption("At K = 1 no draft comes after the first: nothing to count, nothing wrong.")
-    with c2:
-        law = theory.position_law(p, q, "count_after_rejection", K=K)
-        fig = figures.law_comparison(p, law, law_name="count_after_rejection, exact")
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "first_rejection_chart")
-
-
-def kv_widget() -> None:
-    c1, c2 = st.columns([1, 1], gap="large")
-    with c1:
-        L = st.slider("context L", 1, 256, key=S + "L")
-        K = st.slider("drafts K", 1, 16, key=S + "Kv")
+def live_widget(key: str) -> None:
+    """The reveal's live widget: its controls, then what specviz computes for them."""
+    if key in SIDE:
+        c1, c2 = st.columns([1, 2], gap="large")
+        show(SIDE[key](c1), [c1], c1, c2)
+    elif key in ("acceptance", "residual", "typical"):
+        show(w.one_position(key), [])
+    elif key == "tokens":
+        show(w.tokens(slider(st, "drafts K", 1, 16, "Kt")), st.columns(3))
+    elif key == "kv_rollback":
+        c1, c2 = st.columns([1, 1], gap="large")
+        L, K = slider(c1, "context L", 1, 256, "L"), slider(c1, "drafts K", 1, 16, "Kv")
         if st.session_state[S + "j"] > K:
             st.session_state[S + "j"] = K
-        j = st.slider("accepted j", 0, K, key=S + "j")
-        page = st.slider("page size (positions)", 1, 64, key=S + "pg")
-    r = topics.kv_rollback(L, K, j, page)
-    with c2:
-        m = st.columns(2)
-        m[0].metric("target keeps (positions)", f"{r.target_kept}", f"−{r.target_dropped} dropped", delta_color="off",
-                     delta_arrow="off")  # fmt: skip
-        m[1].metric("pages freed", f"{r.pages_freed}", f"{r.pages_kept} of {r.pages_held} kept", delta_color="off",
-                     delta_arrow="off")  # fmt: skip
-        m[0].metric("drafter keeps", f"{r.drafter_kept}", f"of {r.drafter_written} fed", delta_color="off",
-                     delta_arrow="off")  # fmt: skip
-        m[1].metric("the drafter feeds next round", f"{r.next_drafter_feed} token(s)")
-        st.caption(f"The target fed L + K = {r.target_written} positions; the token this round emits is in no cache "
-                   "until the next pass feeds it.")  # fmt: skip
+        j = slider(c1, "accepted j", 0, K, "j")
+        show(w.kv_rollback(L, K, j, slider(c1, "page size (positions)", 1, 64, "pg")), c2.columns(2), c2)
+    elif key == "trees":
+        c1, c2 = st.columns([1, 2], gap="large")
+        view = w.trees(slider(c1, "candidates per node k", 1, 4, "k"), slider(c1, "depth K", 1, 4, "d"))
+        metrics(c2.columns(3), view.metrics)
+        for col, (name, fig) in zip(st.columns(2, gap="large"), view.charts.items(), strict=True):
+            plot(st, fig, S + name, col)
+    elif key == "block":
+        c = st.columns(3)
+        show(w.block(c[0].number_input("seed of one block verification", 0, 2**32 - 1, step=1, key=S + "bs")), c[1:])
+    elif key == "ragged":
+        K = iv.RAGGED_EXAMPLE[1]
+        nd = slider(st, f"num_draft[b] (padded to K = {K}), every draft accepted", 0, K, "nd")
+        show(w.ragged(nd), st.columns(2))
 
-
-def trees_widget() -> None:
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        k = st.slider("candidates per node k", 1, 4, key=S + "k")
-        depth = st.slider("depth K", 1, 4, key=S + "d")
-    sh = topics.tree_shapes(k, depth)
-    with c2:
-        m = st.columns(3)
-        m[0].metric("a node accepts one of k (recursive residual)", f"{sh.node_acceptance:.4f}")
-        m[1].metric(f"{tree_shapes.chains_name(k)}: drafts kept", f"{sh.chains:.4f}")
-        m[2].metric(f"{tree_shapes.kary_name(k)}: drafts kept", f"{sh.kary:.4f}")
-    shapes = st.columns(2, gap="large")
-    for col, par, name in ((shapes[0], tree.multi_draft_parents(k, depth), tree_shapes.chains_name(k)),
-                           (shapes[1], tree.kary_parents(k, depth), tree_shapes.kary_name(k))):  # fmt: skip
-        col.plotly_chart(presenter.chart(tree_shapes.shape_figure(par, name), st.session_state),
-                         key=S + "shape." + name)  # fmt: skip
-
-
-def block_widget() -> None:
-    toy = topics.block_toy()
-    c = st.columns(3)
-    seed = c[0].number_input("seed of one block verification", 0, 2**32 - 1, step=1, key=S + "bs")
-    c[1].metric("token verification: drafts kept per step", f"{toy.token:.4f}")
-    c[2].metric("block verification: drafts kept per step", f"{toy.block:.4f}")
-    trace = block_trace.seeded_block_trace(court.TOY_P, court.TOY_Q, toy.K, int(seed))
-    st.plotly_chart(presenter.chart(figures.block_steps(trace), st.session_state), key=S + "block_chart")
-
-
-def settings_widget() -> None:
-    p_raw, q = np.array(iv.REFERENCE_P), np.array(iv.UNIFORM_Q)
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        T = st.slider("request temperature", 0.05, 2.0, step=0.05, key=S + "T")
-        top_p = st.slider("request top-p", 0.05, 1.0, step=0.05, key=S + "tp")
-        p, tv = topics.request_target(T, top_p)  # the question's text reads the same function
-        st.metric("acceptance against the processed p", f"{theory.acceptance_rate(p, q):.4f}")
-        st.metric("TV(raw p, processed p): what the raw target gets wrong", f"{tv:.4f}")
-    with c2:
-        fig = figures.settings_bars(p_raw, p, q, q, (p == 0) & (p_raw > 0), np.zeros(q.size, bool))
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "settings_chart")
-
-
-def unclamped_widget() -> None:
-    c1, c2 = st.columns([1, 2], gap="large")
-    with c1:
-        name = st.selectbox("p and q", position.PRESETS, key=S + "up")
-        p, q = position.preset(name)
-        law = theory.position_law(p, q, "unclamped_residual")
-        st.metric("TV from p, unclamped residual (K = 1)", f"{theory.total_variation(law, p):.4f}")
-    with c2:
-        fig = figures.law_comparison(p, law, law_name="unclamped residual, exact")
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "unclamped_chart")
-
-
-def ragged_widget() -> None:
-    K = iv.RAGGED_EXAMPLE[1]
-    nd = st.slider(f"num_draft[b] (padded to K = {K}), every draft accepted", 0, K, key=S + "nd")
-    rb = topics.ragged_bonus(nd, K)
-    m = st.columns(2)
-    m[0].metric("bonus from specviz.verify (token = row)", f"{rb.rule}")
-    m[1].metric("bonus from wrong_bonus_row", f"{rb.mistake}")
-
-
-WIDGETS = {
-    "first_rejection": lambda key: first_rejection_widget(),
-    "kv_rollback": lambda key: kv_widget(),
-    "trees": lambda key: trees_widget(),
-    "block": lambda key: block_widget(),
-    "settings": lambda key: settings_widget(),
-    "unclamped": lambda key: unclamped_widget(),
-    "ragged": lambda key: ragged_widget(),
-    "acceptance": one_position_figure,
-    "residual": one_position_figure,
-    "tokens": lambda key: tokens_widget(),
-    "speedup": lambda key: speedup_explorer(),
-    "best_k": lambda key: speedup_explorer(),
-    "roofline": lambda key: roofline_widget(),
-    "typical": one_position_figure,
-}
 
 link = links.open_page(st, PARAMS, S)
 
@@ -255,7 +102,7 @@ st.caption(
 link.show_notes()
 
 step = int(st.session_state[S + "step"])
-done = answers()
+done = iv.decode_answers(st.session_state[S + "ans"])
 right = iv.results(done)
 progress_text = f"{len(done)} of {SUMMARY} answered, {sum(right.values())} right"
 
@@ -264,16 +111,14 @@ if step < SUMMARY:
     st.subheader(f"{step + 1}. {q.title}")
     st.markdown(links.plain(q.prompt))
     in_key = S + "in." + q.key
-    if in_key not in st.session_state:
-        st.session_state[in_key] = done.get(q.key)
+    st.session_state.setdefault(in_key, done.get(q.key))
     # The answer and Check side by side, the progress under them: on a 1280 x 720 projector at 150 % zoom,
     # Check stacked under a progress bar and the answer was below the fold.
     answer_col, check_col = st.columns([2, 1], vertical_alignment="bottom")
-    with answer_col:
-        if q.kind == "choice":
-            st.radio("Your answer", q.choices, key=in_key, horizontal=True)
-        else:
-            st.number_input("Your answer", format="%.4f", key=in_key, placeholder="a number")
+    if q.kind == "choice":
+        answer_col.radio("Your answer", q.choices, key=in_key, horizontal=True)
+    else:
+        answer_col.number_input("Your answer", format="%.4f", key=in_key, placeholder="a number")
     check_col.button("Check", type="primary", key=S + "check", on_click=commit, args=(q.key,))
     st.progress(len(done) / SUMMARY, text=progress_text)
     if st.session_state.get(S + "empty") == q.key:
@@ -283,8 +128,7 @@ if step < SUMMARY:
         box, icon = (st.success, ":material/check_circle:") if was_right else (st.error, ":material/cancel:")
         box(said, icon=icon)
         st.markdown(links.plain(q.reveal))
-        if q.key in WIDGETS:
-            WIDGETS[q.key](q.key)
+        live_widget(q.key)
     nav = st.columns(3)
     nav[0].button("← Previous", key=S + "prev", on_click=go, args=(step - 1,), disabled=step == 0)
     nav[1].button("Next →", key=S + "next", on_click=go, args=(step + 1,))
@@ -295,17 +139,11 @@ else:
     for i, (title, mark) in enumerate(iv.summary_marks(right)):
         st.markdown(f"{i + 1}. **{links.plain(title)}**: {mark}")
     st.metric("right", f"{sum(right.values())} of {SUMMARY}")
-    st.download_button(
-        "Download the cheat sheet (Markdown)",
-        iv.cheat_sheet(right),
-        file_name="specviz-cheat-sheet.md",
-        mime="text/markdown",
-        key=S + "cheat_sheet",
-    )
+    st.download_button("Download the cheat sheet (Markdown)", iv.cheat_sheet(right), file_name="specviz-cheat-sheet.md",
+                       mime="text/markdown", key=S + "cheat_sheet")  # fmt: skip
     c = st.columns(2)
     c[0].button("← Back to the questions", key=S + "back", on_click=go, args=(SUMMARY - 1,))
     c[1].button("Start again", key=S + "restart", on_click=restart)
 
-# Not read above, but kept in the link with the page's other settings.
-shown = {name: st.session_state[S + name] for name in SHOWN}
-link.show_in_link(shown)
+# Every setting in the link, the widgets' too: not read above, but kept with the page's other settings.
+link.show_in_link({p.name: st.session_state[S + p.name] for p in PARAMS})

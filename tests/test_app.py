@@ -8,7 +8,6 @@ and test_speed.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 from apptest import metric, open_page, plotly_array, texts
 from streamlit.testing.v1 import AppTest
 
-from specviz.app import batch_demo, flow, limits, links, position, results, speed
+from specviz.app import batch_demo, flow, limits, links, position, results, speed, why_exact
 from specviz.proof import prove, theory
 from specviz.proof.bugs import BUGS
 
@@ -443,13 +442,7 @@ def test_home_numbers_are_the_computed_ones():
     at = open_page(None)
     ref = theory.expected_tokens(theory.acceptance_rate(REF_P, UNIFORM), 3)
     assert f"the {ref:.3f} tokens of the textbook example" in texts(at.markdown)
-    sizes = ast.literal_eval(
-        next(
-            n.value
-            for n in ast.walk(ast.parse((ROOT / "app_pages/exact.py").read_text()))
-            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "SAMPLE_SIZES"
-        )
-    )
+    sizes = why_exact.SAMPLE_SIZES  # the Sample buttons of Why it is exact
     listed = ", ".join(f"{n:,}" for n in sizes[:-1]) + f" or {sizes[-1]:,}"
     assert f"sample {listed} times" in texts(at.caption)
 

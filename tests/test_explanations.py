@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specviz.app import flow, position
+from specviz.app import flow, position, why_exact
 from specviz.proof import prove, scenarios, theory
 from specviz.proof.bugs import BUGS
 from specviz.proof.exact import verifier_law
@@ -570,8 +570,7 @@ def test_readme_figures():
     (pages,) = grab(r"The app has (\w+) pages", text)
     assert WORDS[pages] == len(flow.LESSONS)
     (sizes,) = grab(r"sample ([0-9, /]+) times", text)
-    (coded,) = grab(r"SAMPLE_SIZES = \(([^)]*)\)", (ROOT / "app_pages" / "exact.py").read_text())
-    assert [int(v.replace(",", "")) for v in sizes.split("/")] == [int(v.replace("_", "")) for v in coded.split(",")]
+    assert [int(v.replace(",", "")) for v in sizes.split("/")] == list(why_exact.SAMPLE_SIZES)
     (py,) = grab(r"Quick start \(Python (3\.\d+)", text)
     assert f'requires-python = ">={py}"' in (ROOT / "pyproject.toml").read_text()
     assert "padded with -1" in text and PAD_TOKEN == -1

@@ -212,7 +212,7 @@ def residual_is_target(target_probs: Sequence[float], draft_probs: Sequence[floa
     return ResidualIsTarget(bool(np.allclose(d.residual, p, rtol=0, atol=RESIDUAL_ATOL)), scaled, a)
 
 
-REFERENCE_P = (0.5, 0.3, 0.15, 0.05)
+REFERENCE_P = theory.REFERENCE_P  # the textbook p, one definition for the whole project
 # "textbook": the 2.533-token example (prove's scenario of that name); "reference" is reserved for the Markov-chain
 # scenario and the reference verifier, one name per meaning.
 PRESETS = ("textbook", "p == q", "disjoint supports", "one-hot q", "random")
@@ -437,6 +437,18 @@ class Samples:
         self.trace = trace_table(draws, target_probs, draft_probs) if n == 1 else self.trace
         self.single = int(draws.first_tokens[0]) if n == 1 else None
 
+    def draw(self, target_probs: np.ndarray, draft_probs: np.ndarray, sizes: Sequence[int], K: int, bug: str | None,
+             seed: int) -> InputError | None:  # fmt: skip
+        """Sample each of ``sizes`` rows in turn, a click each (:func:`sample_position` with the click's own seed
+        ``[seed, clicks]``), and add them; stops at the first error, which it returns."""
+        for n in sizes:
+            try:
+                draws = sample_position(target_probs, draft_probs, n, K, bug, [seed, self.clicks])
+            except InputError as e:
+                return e
+            self.add(draws, target_probs, draft_probs)
+        return None
+
     def reset(self) -> None:
         self.__init__(self.key, len(self.counts))  # type: ignore[misc]
 
@@ -448,29 +460,3 @@ class Samples:
     def freq(self) -> np.ndarray | None:
         """Sampled frequencies of each token; None before the first sample."""
         return self.counts / self.total if self.total else None
-
-
-# Why it is exact's derivation, line by line: ("md", Markdown) or ("tex", LaTeX).
-DERIVATION: tuple[tuple[str, str], ...] = (
-    ("md", "A token x is emitted either by acceptance (drafted, then kept) or by replacement (after a rejection):"),
-    (
-        "tex",
-        r"P(\text{emit } x) = \underbrace{q(x)\,\min\!\Big(1, \tfrac{p(x)}{q(x)}\Big)}_{\text{accepted}}"
-        r" + \underbrace{(1 - a)\, r(x)}_{\text{replaced}}\;",  # the thin space: the brace's label overhung by 2 px
-    ),
-    ("md", "The acceptance term is min(p, q); the chance of a rejection is one minus the acceptance rate:"),
-    ("tex", r"a = \sum_y q(y) \min\!\Big(1, \tfrac{p(y)}{q(y)}\Big) = \sum_y \min\big(p(y), q(y)\big)"),
-    ("md", "The residual is what q under-proposes, normalized, and its normalizer is the same 1 − a:"),
-    # Two displays, not one: side by side they ran past a 1280 px projector's edge at "= TV(p".
-    ("tex", r"r(x) = \frac{\max(0,\, p(x) - q(x))}{\sum_y \max(0,\, p(y) - q(y))}"),
-    ("tex", r"\sum_y \max(0,\, p(y) - q(y)) = 1 - \sum_y \min(p(y), q(y)) = 1 - a = \mathrm{TV}(p, q)"),
-    ("md", "So the two factors 1 − a cancel, and min plus the positive part of the difference is p:"),
-    ("tex", r"P(\text{emit } x) = \min\big(p(x), q(x)\big) + \max\big(0,\, p(x) - q(x)\big) = p(x)"),
-    (
-        "md",
-        "The next position is reached only after an acceptance, conditioned on the accepted token, so the same "
-        "argument applies to each conditional in turn: the whole sequence follows the target. Each mistake in the "
-        "*Bug* box breaks one line of this: drawing the replacement from p instead of r, reusing the coin (no longer "
-        "uniform after a rejection), or forgetting the clamp max(0, ·).",
-    ),
-)

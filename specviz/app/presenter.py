@@ -3,14 +3,15 @@
 Pure functions, no Streamlit: :func:`for_projector` restyles a Plotly figure (larger fonts
 everywhere, room for them in the margins), :func:`chart` applies it when the session is in
 presenter mode, and :func:`stylesheet` is the page CSS the app injects: wrapping instead of
-truncating always, and in presenter mode larger text and results before inputs.
+truncating always, and in presenter mode larger text and results before inputs. :func:`plot`,
+:func:`metrics` and :func:`say` draw through the ``streamlit`` module or a column the page hands in.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
@@ -86,6 +87,34 @@ def presenting(state: Mapping[str, Any]) -> bool:
 def chart(fig: go.Figure, state: Mapping[str, Any]) -> go.Figure:
     """``fig`` as the session should see it: restyled for a projector in presenter mode."""
     return for_projector(fig) if presenting(state) else fig
+
+
+def plot(ui: Any, fig: go.Figure, key: str, where: Any = None) -> None:
+    """``fig`` drawn as :func:`chart` styles it, in ``where`` (a column) or on the page (``ui``: streamlit)."""
+    (ui if where is None else where).plotly_chart(chart(fig, ui.session_state), key=key)
+
+
+MESSAGE_ICONS = {"success": ":material/check:", "error": ":material/error:", "info": ":material/functions:"}
+
+
+def say(ui: Any, messages: Sequence[tuple[str, str]]) -> None:
+    """Each (kind, Markdown) as ``ui.success``, ``ui.error`` or ``ui.info`` with its icon (``ui``: streamlit)."""
+    for kind, text in messages:
+        getattr(ui, kind)(text, icon=MESSAGE_ICONS[kind])
+
+
+class Metric(NamedTuple):
+    label: str
+    value: str
+    delta: str | None = None  # a note beside the value, without colour or arrow: not a change
+    help: str | None = None
+
+
+def metrics(columns: Sequence[Any], shown: Sequence[Metric]) -> None:
+    """Each metric in the next of ``columns`` (columns of the page), round and round."""
+    for i, m in enumerate(shown):
+        off = {} if m.delta is None else {"delta_color": "off", "delta_arrow": "off"}
+        columns[i % len(columns)].metric(m.label, m.value, m.delta, help=m.help, **off)
 
 
 # Rules for every session: text never ends in "…" and columns too narrow for their content wrap onto

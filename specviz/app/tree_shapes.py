@@ -22,9 +22,6 @@ import plotly.graph_objects as go
 from ..errors import InputError
 from . import plotly_json
 
-CHAINS = "k chains from the root"
-KARY = "full k-ary tree"
-
 
 def chains_name(k: int) -> str:
     """The name of k independent K-token drafts from one context."""
@@ -74,7 +71,7 @@ def layout(parents: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return x, depth
 
 
-def shape_figure(parents: Sequence[int], title: str, height: int = 260) -> go.Figure:
+def shape_figure(parents: Sequence[int] | np.ndarray, title: str, height: int = 260) -> go.Figure:
     """A drawing of the tree: the root (the context) on top, one marker per drafted token below it."""
     par = np.asarray(parents, dtype=np.int64)
     x, depth = layout(par)
