@@ -126,15 +126,13 @@ if retry is not None:
               on_click=set_n_and_run, args=(retry,))  # fmt: skip
 
 for row in bl.case_metrics(res, verdict):
-    for col, m in zip(st.columns(len(row)), row, strict=True):
-        col.metric(m.label, m.value, m.delta, help=m.help, delta_color="off", delta_arrow="off")
+    presenter.metrics(st.columns(len(row)), row)
 st.caption(bl.tokens_caption(verdict.tokens, res.joint.alpha))
 
 if bug == "shared_uniform":
     st.subheader("The lesson: a first-token-only test misses it")
     lesson = bl.shared_uniform_lesson(res, verdict.joint_p, verdict.tokens, sc.L)
-    for col, m in zip(st.columns(len(lesson.tiles)), lesson.tiles, strict=True):
-        col.metric(m.label, m.value, m.delta, delta_color="off", delta_arrow="off")
+    presenter.metrics(st.columns(len(lesson.tiles)), lesson.tiles)
     st.markdown(bl.SHARED_UNIFORM_WHY)
     st.markdown(lesson.seen)
 

@@ -73,8 +73,7 @@ with right:
 
 st.divider()
 st.subheader("The textbook example")
-for col, m in zip(st.columns(4), speed.textbook_metrics(measure_textbook(int(seed))), strict=True):
-    col.metric(m.label, m.value, m.delta, help=m.help, delta_color="off", delta_arrow="off")
+presenter.metrics(st.columns(4), speed.textbook_metrics(measure_textbook(int(seed))))
 
 st.divider()
 st.subheader("Is it worth it? A speedup model")

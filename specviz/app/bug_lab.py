@@ -14,7 +14,8 @@ from ..errors import InputError
 from ..proof import stats
 from ..proof.scenarios import HOME
 from . import limits, results
-from .results import Download, Metric
+from .presenter import Metric
+from .results import Download
 
 NONE = "none (correct verifier)"  # the bug selector's first choice: the correct verifier
 PREDICTIONS = ("the test will pass", "the test will fail")

@@ -104,6 +104,8 @@ def say(ui: Any, messages: Sequence[tuple[str, str]]) -> None:
 
 
 class Metric(NamedTuple):
+    """One number as a page shows it (``st.metric``): its label, its value, the line under it (plain), its help."""
+
     label: str
     value: str
     delta: str | None = None  # a note beside the value, without colour or arrow: not a change

@@ -340,15 +340,6 @@ def point_text(t: stats.MeanTest) -> str:
     return f"{t.measured:.4f} (inconclusive: {t.rounds:,} rows is too few — need ≥ {t.needed_rounds:,})"
 
 
-class Metric(NamedTuple):
-    """One number as a page shows it (``st.metric``): its label, its value, the line under it (plain), its help."""
-
-    label: str
-    value: str
-    delta: str | None = None
-    help: str | None = None
-
-
 class Download(NamedTuple):
     """One download button: its label, the file's text, name and type, its key on the page, its help."""
 

@@ -21,7 +21,8 @@ from ..proof import stats, theory
 from ..verifiers.verify import verify
 from . import figures, results
 from .position import draw_iid, preset, verify_context_free
-from .results import Download, Metric
+from .presenter import Metric
+from .results import Download
 
 MAX_K = 16  # the page's K slider's upper end; a link asking for more falls back to the default
 K_RANGE = range(MAX_K + 1)  # the curve's K axis: 0..16 drafts, every value the K slider can take
