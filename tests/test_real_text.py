@@ -8,6 +8,8 @@ install it, where it is absent.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from apptest import link, metric, open_page, rerun, texts
@@ -101,7 +103,7 @@ def test_a_round_at_K4_shows_what_a_fresh_run_recomputes(model):
     spec = real_text.Spec("A hash table is", 1.0, 0.95, "early", 24, 1.0, 4, 7)
     target = models.Target(model.llama, spec.request())
     drafter = models.EarlyExit(model.llama, 24, spec.drafting())
-    (r,) = list(models.run(target, drafter, model.encode(spec.prompt), 4, 7, max_tokens=1))
+    (r,) = list(models.run(target, drafter, model.encode(spec.prompt), 4, 7, max_tokens=1, keep_rows=True))
     assert metric(at, "rounds (target passes)") == "1"
     assert metric(at, "tokens generated") == str(len(r.emitted))
     tested = min(r.accepted + 1, len(r.drafts))
@@ -109,17 +111,21 @@ def test_a_round_at_K4_shows_what_a_fresh_run_recomputes(model):
     assert metric(at, "acceptance a (measured)") == f"{a:.3f}"
     assert metric(at, "tokens per round") == f"{len(r.emitted):.3f}"
     assert metric(at, "(1 − a^(K+1)) / (1 − a)") == f"{theory.expected_tokens(a, 4):.3f}"
-    table = at.dataframe(key="text.model_round").value
+    table, acc = at.dataframe[0].value, at.dataframe[1].value  # the round, then acceptance per position
     assert list(table["p(x)"][:4]) == [round(x, 5) for x in r.p_draft]
     assert list(table["q(x)"][:4]) == [round(x, 5) for x in r.q_draft]
     assert table["coin u"][0] == round(r.coins[0], 5)
-    acc = at.dataframe(key="text.acceptance").value
     assert acc["Σ min(p, q) of those rows"][0] == round(r.overlap[0], 4)
     html = "".join(h.proto.body for h in at.get("html"))
     assert html.count('class="sv-accepted"') == r.accepted
     # The chart shows position accepted + 1 (the rejected draft or the bonus row), p over real token strings.
-    chart = at.get("plotly_chart")[0].proto.spec
-    assert "Position" in chart and model.token_strings([r.emitted[-1]])[0].replace(" ", "␣") in chart
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    i = r.accepted
+    assert chart["layout"]["title"]["text"].startswith(f"Position {i + 1}:")
+    p_bars = chart["data"][0]
+    top = real_text.top_tokens(r.target_probs[i], r.draft_probs[i] if i < len(r.drafts) else None, model.token_strings)
+    assert p_bars["x"] == top.labels and np.allclose(p_bars["y"], top.p)
+    assert top.labels[0] in {real_text.label(s) for s in model.token_strings(top.tokens)}  # real token strings
     # The link reproduces the round in a fresh session.
     again = open_page(TEXT, link(at), timeout=600)
     for label in ("tokens generated", "acceptance a (measured)", "tokens per round"):
