@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -20,12 +19,9 @@ BUG_NAMES = [NONE, *text.text_bugs()]
 COLORS = {"accepted": figures.ACCEPTED, "rejected": "#9e9e9e", "replaced": figures.REPLACED, "bonus": figures.BONUS}
 PARAMS = [
     links.text_param("prompt", "The ", MAX_PROMPT), links.int_param("K", 4, 1, MAX_K), links.bool_param("rej", False),
-    links.float_param("T", 1.0, 0.0, 2.0), links.int_param("seed", 0, 0, 2**32 - 1), links.float_param("dT", 1, 0, 2),
+    links.float_param("T", 1.0, 0.0, 2.0), links.int_param("seed", 0, 0, 2**32 - 1), *real_text.link_params(NONE),
     links.int_param("rounds", 0, 0, MAX_ROUNDS), links.int_param("n", text.MAX_CHECK_N, 1, 10**12),
-    links.choice_param("bug", NONE, BUG_NAMES), links.choice_param("src", NGRAMS, [NGRAMS, MODEL]),
-    links.choice_param("drafter", "early", list(real_text.DRAFTERS)), links.int_param("L", 27, 1, 29),
-    links.float_param("tp", 1.0, 0.05, 1.0), links.int_param("xn", real_exact.MAX_N, 1, 10**12),
-    links.choice_param("xbug", NONE, [NONE, *real_exact.MISTAKES])]  # fmt: skip
+    links.choice_param("bug", NONE, BUG_NAMES), links.choice_param("src", NGRAMS, [NGRAMS, MODEL])]  # fmt: skip
 
 
 def metric_row(items: list[tuple[str, str, str]]) -> None:
@@ -33,12 +29,7 @@ def metric_row(items: list[tuple[str, str, str]]) -> None:
         col.metric(name, value, help=why or None)
 
 
-def box(says: str, sentence: str) -> None:
-    getattr(st, text.CHECK_BOXES[says][0])(sentence, icon=text.CHECK_BOXES[says][1])
-
-
-def heavy(key: tuple, compute: Callable[[], Any]) -> Any:
-    """Through the server's queue; a bad value is shown, and the result is None."""
+def heavy(key: tuple, compute: Any) -> Any:  # through the server's queue; a bad value shown, the result None
     try:
         return serving.heavy(key, compute, st.empty())
     except InputError as e:
@@ -47,12 +38,6 @@ def heavy(key: tuple, compute: Callable[[], Any]) -> Any:
 
 def set_rounds(r: int) -> None:
     st.session_state[S + "rounds"] = max(0, min(MAX_ROUNDS, r))
-
-
-def run_to() -> None:
-    ss = st.session_state
-    set_rounds(len(text.page_transcript(ss[S + "prompt"], int(ss[S + "K"]), float(ss[S + "T"]), int(ss[S + "seed"]),
-                                        None, RUN_TO)))  # fmt: skip
 
 
 CHECKED, XCHECKED = links.Result("checked"), links.Result("xchecked")  # a link restores the checks' results
@@ -70,25 +55,24 @@ with left:
     if not real and (note := text.prompt_note(prompt)):
         st.caption(note)
     K = int(st.slider("Drafts per round K", 1, MAX_K, key=S + "K"))
-    T = float(st.slider(f"Temperature ({'the target' if real else 'both models'}; 0 is greedy)", 0.0, 2.0, step=0.1,
-                        key=S + "T"))  # fmt: skip
+    T = float(st.slider(f"Temperature ({'target' if real else 'both'}; 0 is greedy)", 0.0, 2.0, step=0.1, key=S + "T"))
     if real:
         top_p = float(st.slider("Top-p (target and drafter)", 0.05, 1.0, step=0.05, key=S + "tp"))
         kind = st.selectbox("Drafter", list(real_text.DRAFTERS), format_func=real_text.DRAFTERS.get, key=S + "drafter")
         layers = int(st.slider("Early exit after L of 30 layers", 1, 29, key=S + "L", disabled=kind != "early"))
         dT = float(st.slider("The drafter's temperature", 0.0, 2.0, step=0.1, key=S + "dT", disabled=kind == "lookup"))
-    seed = int(st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed"))
-    st.caption("Round r draws its random numbers from (seed, r): the link reproduces the text round by round.")
+    seed = int(st.number_input("Seed", min_value=0, max_value=2**32 - 1, step=1, key=S + "seed",
+                               help="Round r draws from (seed, r): the link reproduces the text round by round."))
 rounds = int(st.session_state[S + "rounds"])
 with right, st.container(horizontal=True, gap="small", vertical_alignment="center"):
     st.button("Step", type="primary", key=S + "step", on_click=set_rounds, args=(rounds + 1,),
               disabled=rounds >= MAX_ROUNDS, wrap=False)  # fmt: skip
     st.button(f"Run {MORE} more rounds" if real else f"Run to {RUN_TO} characters", key=S + "run", wrap=False,
-              on_click=set_rounds if real else run_to, args=(rounds + MORE,) if real else ())  # fmt: skip
+              on_click=lambda: set_rounds(rounds + MORE if real else len(text.page_transcript(prompt, K, T, seed, None,
+                                                                                           RUN_TO))))  # fmt: skip
     st.button("Clear", key=S + "clear", on_click=set_rounds, args=(0,), wrap=False)
     show_rejected = bool(st.toggle("show rejected drafts", key=S + "rej", help="Struck through where they were "
                                    "proposed. Off, a replacement's tooltip names the draft it replaced."))  # fmt: skip
-shown = {p.name: st.session_state[S + p.name] for p in PARAMS}
 with right:
     st.html(text.legend_html(COLORS, show_rejected))
     board = st.empty()
@@ -98,9 +82,7 @@ if real:
     with st.spinner("Loading SmolLM2-135M…"):
         m = models.load()  # once per process
     run = heavy(("real-model", *spec, R), lambda: real_text.rounds(
-        m, spec, R, lambda r: board.html(real_text.transcript_html(m, r, COLORS, show_rejected, prompt))))
-    if run is None:
-        st.stop()
+        m, spec, R, lambda r: board.html(real_text.transcript_html(m, r, COLORS, show_rejected, prompt)))) or st.stop()
     board.html(real_text.transcript_html(m, run, COLORS, show_rejected, prompt))
     with right:
         metric_row((ms := real_text.metrics(run, K))[:5])
@@ -125,8 +107,7 @@ else:
             st.info("Click **Step** for one round, or run to 200 characters. Hover a character for its p, q and coin.")
         metric_row(text.metrics(steps))
         if steps:
-            st.caption(f"Round {len(steps)}: emitted {links.plain(repr(text.decode(steps[-1].emitted)))}"
-                       + (" (bonus)" if steps[-1].bonus else ""))  # fmt: skip
+            st.caption(text.last_round_caption(steps))
             st.dataframe(pd.DataFrame(text.round_rows(steps[-1])), hide_index=True, key=S + "last_round")
 
 st.divider()
@@ -135,7 +116,8 @@ c1, c2 = st.columns([1, 2], gap="large")
 with c1:  # the real model's check or the n-grams': one form, each with its own keys in the link
     st.caption(real_exact.CAPTION if real else text.check_caption())
     try:
-        None if real else st.caption(text.needed_caption(text.needed_after(prompt, T)))
+        if not real:
+            st.caption(text.needed_caption(text.needed_after(prompt, T)))
     except InputError as e:
         st.error(links.error_text(e), icon=":material/error:")
     nk, cap, bk, names = ("xn", real_exact.MAX_N, "xbug", [NONE, *real_exact.MISTAKES]) if real else \
@@ -153,17 +135,16 @@ checked = st.session_state.get(S + "checked") == key
 with c2:
     if not checked:
         st.info("Click **Run the check**; switch the verifier to a mistake to watch the law drift.")
-    elif real and (ran := heavy(key, lambda: real_exact.check(m, real_exact.real_rows(m, kind, layers), n, seed,
-                                                              None if bug == NONE else bug))) is not None:  # fmt: skip
-        for two in (False, True):
-            box(*real_exact.verdict(ran.two if two else ran.one, real_exact.who(ran, two)))
-            st.plotly_chart(presenter.chart(real_exact.figure(ran, two), st.session_state), key=S + f"x{int(two)}")
-        st.caption(real_exact.rows_sentence(ran))
-    elif not real and (res := heavy(key, lambda: text.check(text.trained_pair(), prompt, K, Settings(temperature=T),
-                                    seed, n, None if bug == NONE else BUGS[bug].verifier))) is not None:  # fmt: skip
-        box(*text.check_verdict(res.joint, "the correct verifier" if bug == NONE else f"the bug {bug}", n, res.needed,
-                                correct=bug == NONE))  # fmt: skip
-        metric_row(text.check_metrics(res.joint))
-        fig = figures.continuation_comparison(res.law, res.counts, text.cell_labels(text.CHECK_L))
-        st.plotly_chart(presenter.chart(fig, st.session_state), key=S + "law")
-link.show_in_link(shown, [result] if checked else [])
+    else:
+        mistake = None if bug == NONE else bug
+        res = heavy(key, (lambda: real_exact.check(m, real_exact.real_rows(m, kind, layers), n, seed, mistake)) if real
+                    else lambda: text.check(text.trained_pair(), prompt, K, Settings(temperature=T), seed, n,
+                                            None if mistake is None else BUGS[mistake].verifier))  # fmt: skip
+        for s in [] if res is None else real_exact.shown(res) if real else text.shown_check(res, mistake, n):
+            getattr(st, text.CHECK_BOXES[s.says][0])(s.sentence, icon=text.CHECK_BOXES[s.says][1])
+            if s.metrics:
+                metric_row(s.metrics)
+            st.plotly_chart(presenter.chart(s.figure, st.session_state), key=S + s.key)
+            if s.note:
+                st.caption(s.note)
+link.show_in_link({p.name: st.session_state[S + p.name] for p in PARAMS}, [result] if checked else [])

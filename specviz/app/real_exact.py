@@ -96,7 +96,7 @@ def real_rows(model: SmolLM2, kind: str, layers: int = 27, prompt: str = PROMPT,
         return process_logits(session.logits(seq)[0].numpy(), settings)  # (V,): one position past the cached prompt
 
     p0, q0 = p_row(ids), _q_row(drafter, ids, V)
-    first = np.flatnonzero((p0 > 0) | ((q0 > 0) if q0 is not None else False))
+    first = np.flatnonzero((p0 > 0) | (q0 > 0)) if q0 is not None else np.flatnonzero(p0 > 0)
     p_after = {int(x): p_row([*ids, int(x)]) for x in first}
     q_after = {int(x): _q_row(drafter, [*ids, int(x)], V) for x in first}
     support = (p0 > 0) | (q0 > 0 if q0 is not None else False)
@@ -108,8 +108,8 @@ def real_rows(model: SmolLM2, kind: str, layers: int = 27, prompt: str = PROMPT,
     P1, Q1 = np.zeros((U, U)), np.zeros((U, U))
     for x in first:
         P1[where[int(x)]] = p_after[int(x)][vocab]
-        if q_after[int(x)] is not None:
-            Q1[where[int(x)]] = q_after[int(x)][vocab]
+        if (qx := q_after[int(x)]) is not None:
+            Q1[where[int(x)]] = qx[vocab]
     q = None if q0 is None else q0[vocab]
     a = float(np.minimum(p0[vocab], q).sum()) if q is not None else 0.0
     return Rows(vocab, p0[vocab], q, np.array([where[int(x)] for x in first]), P1, Q1, drafter.name, a)
@@ -212,7 +212,7 @@ def sample_two(rows: Rows, n: int, seed: int, verifier: Callable[..., Any] = ver
 
 class Cells(NamedTuple):
     labels: list[str]  # C - 1 top cells, then "other"
-    index: np.ndarray  # (C - 1,) the top cells' indices in the law
+    picked: np.ndarray  # (C - 1,) the top cells' indices in the law
     target: np.ndarray  # (C,) the target's exact law
     rule: np.ndarray  # (C,) the exact law of what ran (the rule or the mistake)
     observed: np.ndarray  # (C,) sampled frequencies
@@ -282,7 +282,7 @@ def figure(c: Check, two: bool) -> go.Figure:
     fig = plotly_json.blank()
     hover = "%{x}<br>%{y:.4f}<extra></extra>"
     if not two and c.decomposition is not None:
-        kept, rest = _binned(c.decomposition.accepted, cl.index), _binned(c.decomposition.replaced, cl.index)
+        kept, rest = _binned(c.decomposition.accepted, cl.picked), _binned(c.decomposition.replaced, cl.picked)
         fig.add_bar(x=cl.labels, y=kept, name="min(p, q)", marker_color=figures.ACCEPTED, offsetgroup="law",
                     hovertemplate=hover)  # fmt: skip
         fig.add_bar(x=cl.labels, y=rest, base=kept, name="+ (1 − a) · residual = p", marker_color=figures.REPLACED,
@@ -314,6 +314,17 @@ def verdict(cl: Cells, who: str) -> tuple[str, str]:
         f"{t.critical_value:,.1f} (α = {t.alpha:g}). The test detects a TV shift of {t.detectable_tv:.3f} with "
         f"{t.power:.0%} power; exact TV of what ran from the target over every cell: {cl.tv_exact:.4f}; {against}."
     )
+
+
+def shown(c: Check) -> list[Any]:
+    """The check as the page lays it out (:class:`specviz.app.text.Shown`): the first token, then the first two."""
+    from .text import Shown
+
+    out = []
+    for two in (False, True):
+        says, sentence = verdict(c.two if two else c.one, who(c, two))
+        out.append(Shown(says, sentence, [], figure(c, two), f"x{int(two)}", rows_sentence(c) if two else None))
+    return out
 
 
 def who(c: Check, two: bool) -> str:

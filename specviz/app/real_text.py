@@ -61,6 +61,16 @@ LIVE_RUNS = 4  # runs kept alive per process (each holds two KV caches of a few 
 TOKEN_REPEATS = 5  # one-position target passes timed for the cost of a plain token (the median)
 
 
+def link_params(none: str) -> list[Any]:
+    """The link's settings of a run and of its exactness check (``none``: the page's name for the correct verifier)."""
+    from . import links, real_exact
+
+    return [links.float_param("tp", 1.0, 0.05, 1.0), links.choice_param("drafter", "early", list(DRAFTERS)),
+            links.int_param("L", 27, 1, 29), links.float_param("dT", 1.0, 0.0, 2.0),
+            links.int_param("xn", real_exact.MAX_N, 1, 10**12),
+            links.choice_param("xbug", none, [none, *real_exact.MISTAKES])]  # fmt: skip
+
+
 class Spec(NamedTuple):
     prompt: str
     temperature: float  # the target's (the request's)
@@ -112,8 +122,9 @@ def top_tokens(p: np.ndarray, q: np.ndarray | None, strings: Callable[[Sequence[
     pick = [np.argsort(-s, kind="stable")[:top] for s in (p, q, both, residual)]
     ids = np.unique(np.concatenate([t[s[t] > 0] for t, s in zip(pick, (p, q, both, residual), strict=True)]))
     ids = ids[np.argsort(-p[ids], kind="stable")]
-    series = (s[ids].tolist() for s in (p, q, both, residual))
-    return Top([int(t) for t in ids], [label(s) for s in strings(ids)], *series, a)
+    tokens = [int(t) for t in ids]
+    return Top(tokens, [label(s) for s in strings(tokens)], p[ids].tolist(), q[ids].tolist(), both[ids].tolist(),
+               residual[ids].tolist(), a)  # fmt: skip
 
 
 def view(model: SmolLM2, r: Round) -> View:

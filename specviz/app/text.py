@@ -448,7 +448,7 @@ CHECK_BOXES = {  # how the page shows each answer of the check: Streamlit's box 
 
 def prompt_note(prompt: str) -> str | None:
     """What the page says of a prompt with characters outside :data:`ALPHABET` (None: nothing to say)."""
-    if decode(encode(prompt)) == prompt:
+    if decode(encode(prompt).tolist()) == prompt:
         return None
     return f"Characters outside printable ASCII and newline are read as '{UNKNOWN}'."
 
@@ -515,6 +515,27 @@ def check_metrics(j: Any) -> list[tuple[str, str, str]]:
     ]
 
 
+class Shown(NamedTuple):
+    """One verdict as a page lays it out: its box, the sentence, metrics (label, value, help), a chart, a note."""
+
+    says: str  # pass, fail or inconclusive: the key of CHECK_BOXES
+    sentence: str
+    metrics: list[tuple[str, str, str]]
+    figure: Any  # a plotly figure
+    key: str  # the chart's widget key, after the page's prefix
+    note: str | None
+
+
+def shown_check(res: Check, bug: str | None, n: int) -> list[Shown]:
+    """The page's check of the n-grams (``bug`` None: the correct verifier) as it is laid out."""
+    from .figures import continuation_comparison
+
+    says, sentence = check_verdict(res.joint, "the correct verifier" if bug is None else f"the bug {bug}", n,
+                                   res.needed, correct=bug is None)  # fmt: skip
+    fig = continuation_comparison(res.law, res.counts, cell_labels(CHECK_L))
+    return [Shown(says, sentence, check_metrics(res.joint), fig, "law", None)]
+
+
 def check_verdict(joint: Any, who: str, n: int, needed: int, correct: bool) -> tuple[str, str]:
     """(pass, fail or inconclusive; the sentence the page shows) for a check of ``who`` at ``n`` sequences.
 
@@ -542,6 +563,14 @@ def check_verdict(joint: Any, who: str, n: int, needed: int, correct: bool) -> t
     else:
         why = "the chi-square passed its critical value: the test catches this bug here."
     return says, f"**Fail** for {who}: {why}"
+
+
+def last_round_caption(steps: Sequence[Step]) -> str:
+    """What the last round emitted (steered by the prompt: shown as plain text)."""
+    from .links import plain
+
+    last = steps[-1]
+    return f"Round {len(steps)}: emitted {plain(repr(decode(last.emitted)))}" + (" (bonus)" if last.bonus else "")
 
 
 def round_rows(last: Step) -> list[dict[str, Any]]:
