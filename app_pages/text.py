@@ -43,7 +43,7 @@ def set_rounds(r: int) -> None:
 CHECKED, XCHECKED = links.Result("checked"), links.Result("xchecked")  # a link restores the checks' results
 link = links.open_page(st, PARAMS, S, results=(CHECKED, XCHECKED))
 st.title("Real text")
-src = st.radio("Models", [MODEL, NGRAMS], key=S + "src", horizontal=True)
+src = st.radio("Models", [MODEL, NGRAMS], key=S + "src", horizontal=True, on_change=set_rounds, args=(0,))
 real = src == MODEL and models.missing() is None
 if src == MODEL and not real:
     st.info(real_text.INSTALL_NOTE.format(why=models.missing()), icon=":material/download:")

