@@ -366,7 +366,10 @@ HEAVY: HeavyQueue = HeavyQueue(slots_from_env(os.environ))  # the process's one 
 
 # What the pages import beside specviz.app (libraries that plotly and Streamlit read from sys.modules, and
 # prove, which no module of specviz.app imports): tests/test_serving_install.py checks nothing is missing.
-PRELOAD = ("numpy", "pandas", "scipy.stats", "plotly.graph_objects", "plotly.io", "specviz.proof.prove")
+# specviz.models: Real text asks it whether the model is installed (it imports no torch until a model is used).
+PRELOAD = (
+    "numpy", "pandas", "scipy.stats", "plotly.graph_objects", "plotly.io", "specviz.proof.prove", "specviz.models",
+)  # fmt: skip
 _INSTALLED = threading.Event()
 _INSTALL_LOCK = threading.Lock()
 CLEAR_CACHE_REFUSED = "A visitor sent clear_cache: refused (the caches are every visitor's); their own state cleared"

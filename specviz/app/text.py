@@ -26,6 +26,7 @@ tokens after a prompt, so the proof machinery of :mod:`specviz.proof.stats` appl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, NamedTuple
@@ -307,6 +308,14 @@ def transcript(
     return steps
 
 
+@functools.lru_cache(maxsize=64)
+def page_transcript(prompt: str, K: int, T: float, seed: int, rounds: int | None, until: int | None) -> list[Step]:
+    """The *Real text* page's transcript on :func:`trained_pair` (cached: a Step and a Clear come back to it)."""
+    pair = trained_pair()
+    return transcript(pair.target, pair.drafter, encode(prompt).tolist(), K, Settings(temperature=T), seed,
+                      rounds=rounds, until=until)  # fmt: skip
+
+
 def tokens_per_call(steps: Sequence[Step]) -> tuple[float, float]:
     """(tokens emitted per target call, its exact expectation given the drafts met): the mean of
     len(emitted) and the mean of :attr:`Step.expected_tokens` over the rounds (NaN for none)."""
@@ -320,8 +329,8 @@ def _char(t: int) -> str:
     return "↵\n" if c == "\n" else c
 
 
-def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[str, str],
-                    show_rejected: bool = True) -> str:  # fmt: skip
+def transcript_html(prompt: Sequence[int], steps: Sequence[Any], colors: dict[str, str], show_rejected: bool = True,
+                    show: Callable[[int], str] = _char, prompt_text: str | None = None) -> str:  # fmt: skip
     """The prompt and each round's tokens as escaped HTML spans with a hover title.
 
     ``colors`` maps "accepted", "rejected", "replaced" and "bonus" to CSS colours. Accepted
@@ -330,6 +339,10 @@ def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[s
     (accepted iff u < min(1, p/q)). With ``show_rejected=False`` the rejected drafts are left
     out, so the spans read as the generated text alone; the replacement's title then names the
     draft it replaced. Every character of the text is escaped.
+
+    ``steps`` are :class:`Step` or anything with its fields (the real model's
+    :class:`specviz.models.Round`); ``show`` gives a token's text (a character here) and
+    ``prompt_text`` the prompt's (``decode(prompt)`` by default).
     """
     import html
 
@@ -338,15 +351,15 @@ def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[s
         shown = html.escape(chars)
         return f'<span class="sv-{kind}" style="{style}" title="{html.escape(title)}">{shown}</span>'
 
-    parts = [f'<span class="sv-prompt">{html.escape(decode(prompt))}</span>']
+    parts = [f'<span class="sv-prompt">{html.escape(decode(prompt) if prompt_text is None else prompt_text)}</span>']
     for r, s in enumerate(steps, start=1):
         for i in range(s.accepted):
             ratio = min(1.0, s.p_draft[i] / s.q_draft[i]) if s.q_draft[i] > 0 else 0.0
-            parts.append(span(_char(s.drafts[i]), "accepted", f"round {r}, draft {i + 1}: accepted\n"
+            parts.append(span(show(s.drafts[i]), "accepted", f"round {r}, draft {i + 1}: accepted\n"
                               f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
                               f"coin u = {s.coins[i]:.4f} < {ratio:.4f}"))  # fmt: skip
         if s.bonus:
-            parts.append(span(_char(s.emitted[-1]), "bonus", f"round {r}: bonus token from p after all "
+            parts.append(span(show(s.emitted[-1]), "bonus", f"round {r}: bonus token from p after all "
                               f"{len(s.drafts)} drafts were accepted"))  # fmt: skip
         else:
             i = s.accepted
@@ -355,12 +368,26 @@ def transcript_html(prompt: Sequence[int], steps: Sequence[Step], colors: dict[s
                    f"p = {s.p_draft[i]:.4f}, q = {s.q_draft[i]:.4f}, min(1, p/q) = {ratio:.4f}\n"
                    f"coin u = {s.coins[i]:.4f} >= {ratio:.4f}")  # fmt: skip
             if show_rejected:
-                parts.append(span(_char(s.drafts[i]), "rejected", why))
+                parts.append(span(show(s.drafts[i]), "rejected", why))
             replaced = f"round {r}: replacement drawn from (p - q)+ normalized at draft position {i + 1}"
             if not show_rejected:
-                replaced += f"\nin place of {ALPHABET[int(s.drafts[i])]!r}, " + why
-            parts.append(span(_char(s.emitted[-1]), "replaced", replaced))
+                was = ALPHABET[int(s.drafts[i])] if show is _char else show(s.drafts[i])
+                replaced += f"\nin place of {was!r}, " + why
+            parts.append(span(show(s.emitted[-1]), "replaced", replaced))
     return '<div class="sv-transcript" style="font-family:monospace;white-space:pre-wrap">' + "".join(parts) + "</div>"
+
+
+LEGEND = (("accepted", "accepted draft"), ("rejected", "rejected draft (not in the text)"), ("replaced", "replacement"),
+          ("bonus", "bonus"))  # fmt: skip
+
+
+def legend_html(colors: dict[str, str], show_rejected: bool) -> str:
+    """The transcript's colour key (the rejected drafts' only when they are shown)."""
+    return "<div>" + " ".join(
+        f'<span style="color:{colors[k]}{";text-decoration:line-through" if k == "rejected" else ""}">■ {name}</span>'
+        for k, name in LEGEND
+        if show_rejected or k != "rejected"
+    ) + "</div>"
 
 
 def text_bugs() -> list[str]:
@@ -419,6 +446,96 @@ CHECK_BOXES = {  # how the page shows each answer of the check: Streamlit's box 
 }
 
 
+def prompt_note(prompt: str) -> str | None:
+    """What the page says of a prompt with characters outside :data:`ALPHABET` (None: nothing to say)."""
+    if decode(encode(prompt).tolist()) == prompt:
+        return None
+    return f"Characters outside printable ASCII and newline are read as '{UNKNOWN}'."
+
+
+def caption(pair: Pair) -> str:
+    """What the page says about the two n-gram models."""
+    return (
+        f"Two character models trained when the app starts on the Python documentation topics that ship with every "
+        f"Python ({len(corpus()):,} characters): the target a {pair.target.order}-gram, the drafter a "
+        f"{pair.drafter.order}-gram, both smoothed so that every character has positive probability. Each round the "
+        "drafter proposes K characters and one target call verifies them with specviz.verifiers.verify."
+    )
+
+
+def metrics(steps: Sequence[Step]) -> list[tuple[str, str, str]]:
+    """(label, value, help) of the transcript's numbers."""
+    measured, expected = tokens_per_call(steps)
+    return [
+        ("target calls (rounds)", f"{len(steps)}", ""),
+        ("characters generated", f"{sum(len(s.emitted) for s in steps)}", ""),
+        ("tokens per target call", "–" if not steps else f"{measured:.3f}", ""),
+        ("exact expectation, contexts met", "–" if not steps else f"{expected:.3f}",
+         "mean over the rounds of 1 + Σ_i Π_(j≤i) min(1, p_j/q_j) for the drafts each round proposed"),
+    ]  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def needed_after(prompt: str, T: float) -> int:
+    """Sequences the page's check needs after ``prompt`` at temperature T to see a TV shift of stats.MIN_TV."""
+    from ..proof import stats
+
+    law = target_law(trained_pair().target, encode(prompt).tolist(), CHECK_L, Settings(temperature=T))
+    return stats.needed_n(law)
+
+
+def check_caption() -> str:
+    from ..proof import stats
+
+    return (
+        f"Generate N continuations of the prompt by draft-and-verify rounds with the settings above and test the "
+        f"joint law of the next {CHECK_L} characters against the target's exact law (chi-square over "
+        f"{len(ALPHABET) ** CHECK_L:,} cells, small ones pooled, α = {stats.ALPHA:g}). N is capped at "
+        f"{MAX_CHECK_N:,} so that a click answers in a few seconds."
+    )
+
+
+def needed_caption(need: int) -> str:
+    from ..proof import stats
+
+    return (
+        f"After this prompt the test sees a TV shift of {stats.MIN_TV:g} with {stats.POWER:.0%} probability from "
+        f"N = {need:,}" + (": beyond the cap, so expect an inconclusive verdict." if need > MAX_CHECK_N
+                           else "; below that, expect an inconclusive verdict.")
+    )  # fmt: skip
+
+
+def check_metrics(j: Any) -> list[tuple[str, str, str]]:
+    """(label, value, help) of a check's chi-square (a :class:`specviz.proof.stats.ChiSquare`)."""
+    return [
+        (f"chi-square ({j.dof} dof)", f"{j.statistic:,.1f}", f"{j.cells} cells after pooling"),
+        (f"critical value (α = {j.alpha:g})", f"{j.critical_value:,.1f}", ""),
+        ("TV(observed, exact)", f"{j.tv:.4f}", ""),
+        (f"detectable TV ({j.power:.0%} power)", f"{j.detectable_tv:.4f}", ""),
+    ]
+
+
+class Shown(NamedTuple):
+    """One verdict as a page lays it out: its box, the sentence, metrics (label, value, help), a chart, a note."""
+
+    says: str  # pass, fail or inconclusive: the key of CHECK_BOXES
+    sentence: str
+    metrics: list[tuple[str, str, str]]
+    figure: Any  # a plotly figure
+    key: str  # the chart's widget key, after the page's prefix
+    note: str | None
+
+
+def shown_check(res: Check, bug: str | None, n: int) -> list[Shown]:
+    """The page's check of the n-grams (``bug`` None: the correct verifier) as it is laid out."""
+    from .figures import continuation_comparison
+
+    says, sentence = check_verdict(res.joint, "the correct verifier" if bug is None else f"the bug {bug}", n,
+                                   res.needed, correct=bug is None)  # fmt: skip
+    fig = continuation_comparison(res.law, res.counts, cell_labels(CHECK_L))
+    return [Shown(says, sentence, check_metrics(res.joint), fig, "law", None)]
+
+
 def check_verdict(joint: Any, who: str, n: int, needed: int, correct: bool) -> tuple[str, str]:
     """(pass, fail or inconclusive; the sentence the page shows) for a check of ``who`` at ``n`` sequences.
 
@@ -446,6 +563,14 @@ def check_verdict(joint: Any, who: str, n: int, needed: int, correct: bool) -> t
     else:
         why = "the chi-square passed its critical value: the test catches this bug here."
     return says, f"**Fail** for {who}: {why}"
+
+
+def last_round_caption(steps: Sequence[Step]) -> str:
+    """What the last round emitted (steered by the prompt: shown as plain text)."""
+    from .links import plain
+
+    last = steps[-1]
+    return f"Round {len(steps)}: emitted {plain(repr(decode(last.emitted)))}" + (" (bonus)" if last.bonus else "")
 
 
 def round_rows(last: Step) -> list[dict[str, Any]]:
