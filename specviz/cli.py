@@ -161,11 +161,16 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     if not prove:
         return ap
     from .proof import ship
+    from .proof.budget import DEFAULT_BUDGET
     from .proof.harness import DEFAULT_TIMEOUT
     from .proof.prove import DEFAULT_N
     from .proof.stats import ALPHA
 
-    p.add_argument("--n", type=int, default=DEFAULT_N, help=f"sequences per case (default {DEFAULT_N:,})")
+    p.add_argument("--n", type=int, help=f"sequences per case (default {DEFAULT_N:,}, or fewer to fit --budget; "
+                   "with --vocab: rows of the black-box tests)")  # fmt: skip
+    p.add_argument("--budget", default=f"{DEFAULT_BUDGET:g}s", help="time for the verifier under test (default "
+                   f"{DEFAULT_BUDGET:g}s; 0: none): its first calls are timed, N and --timeout sized to fit, and the "
+                   "smallest TV then detectable printed (specviz.proof.budget); an explicit --n is kept")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the chains are fixed per scenario)")
     p.add_argument("--scenarios", help="comma-separated, from: " + ", ".join(SCENARIOS))
     p.add_argument("--bugs", help="negative controls: comma-separated, 'all' (default) or 'none'")
@@ -314,11 +319,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     from .proof import probes as fault_probes
     from .proof import ship
-    from .proof.prove import run_suite
+    from .proof.budget import parse_budget, size_to_budget
+    from .proof.prove import DEFAULT_N, run_suite
     from .proof.report import controls_line, exact_record, summary_line
 
     try:  # the checks that cost nothing first (both paths), then the verifier's import and the plan
-        if args.n < 1:
+        if args.n is not None and args.n < 1:
             raise InputError("--n", "at least 1 sequence per case", str(args.n))
         if args.seed < 0:
             raise InputError("--seed", "a non-negative integer", str(args.seed))
@@ -330,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--tv", "a TV bound in (0, 1)", str(args.tv))
         if args.threads is not None and args.threads < 0:
             raise InputError("--threads", "a thread count >= 0", str(args.threads))
+        budget_s = parse_budget(args.budget)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -351,6 +358,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = ship.set_torch_threads(args.threads)
         if not args.quiet:
             print(note, file=sys.stderr)
+    budget = None
+    if args.n is None:  # no --n: the default N, cut to fit the budget (specviz.proof.budget)
+        args.n = DEFAULT_N
+        if budget_s > 0:
+            with _stdout_to_stderr(args.json):
+                budget = size_to_budget(verifier, [c.scenario for c in cases if c.bug is None], budget=budget_s,
+                                        n_max=DEFAULT_N, kind=args.kind, seed=args.seed, alpha=args.alpha,
+                                        timeout=args.timeout)  # fmt: skip
+            args.n, args.timeout = budget.n, budget.timeout or 0.0
+            if not args.quiet:
+                print("\n".join(budget.lines()), file=sys.stderr)
     t0 = time.perf_counter()
 
     def progress(i: int, total: int, r: CaseResult) -> None:
@@ -373,8 +391,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                "exact": [exact_record(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         out["probes"] = fault_probes.probe_records(probes)
+        out["budget"] = budget.record() if budget is not None else None
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
+        if budget is not None:
+            print(fill("\n".join(budget.lines())))
         _print_table(suite, args, vname, elapsed)
         if probes:
             print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")
