@@ -158,6 +158,18 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
                         "faults tested beside them.", formatter_class=PlainHelp)  # fmt: skip
     ls.add_argument("--tv", action="store_true", help="also compute each bug's and fault's exact TV from the "
                     "target's law, by enumeration (a few seconds)")  # fmt: skip
+    pw = sub.add_parser("power", help="the smallest TV another test design detects, against the paired test",
+                        description=POWER_HELP, formatter_class=PlainHelp)  # fmt: skip
+    pw.add_argument("--preset", help="an engine's published design (specviz.proof.power.PRESETS): vllm-chi2, vllm-l2; "
+                    "with no --test either, every preset")  # fmt: skip
+    pw.add_argument("--test", help="chi2 | l2 | per-cell")
+    pw.add_argument("--n", type=int, help="samples of the token tested")
+    pw.add_argument("--vocab", type=int, help="cells V of the token's law")
+    pw.add_argument("--alpha", type=float, help="chi2: the level (default 1e-3)")
+    pw.add_argument("--threshold", type=float, help="l2: the distance it fails above; per-cell: the tolerance per cell")
+    pw.add_argument("--power", type=float, default=0.9, help="the detection probability (default 0.9)")
+    pw.add_argument("--no-catalogue", action="store_true", help="leave out the catalogue's mistakes (their exact TVs "
+                    "take a few seconds)")  # fmt: skip
     if not prove:
         return ap
     from .proof import ship
@@ -184,6 +196,31 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ship.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
     return ap
+
+
+POWER_HELP = """The smallest total-variation shift of one token's law that a sampled test design (chi2,
+l2 or per-cell, as engines test their verifiers) detects with probability --power, whatever the
+shift's shape; what specviz's paired test needs for the same TV; and which of the catalogue's
+mistakes the design is sure to catch. The figures and their approximations: specviz.proof.power;
+each is checked against a simulation in tests/test_power.py."""
+
+
+def _power(args: argparse.Namespace) -> int:
+    """``specviz power``: print the audit of a design (or of every preset), return the exit status."""
+    from .proof import power
+
+    try:
+        if args.preset is None and args.test is None:
+            designs = list(power.PRESETS.values())
+        else:
+            designs = [power.design_from(args)]
+        cat = None if args.no_catalogue else power.catalogue_tvs()
+        lines = [line for d in designs for line in ([*power.report(d, args.power, cat), ""])]
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(fill(line) for line in lines[:-1]))
+    return EXIT_OK
 
 
 TESTS_PATH = re.compile(r" \((?:in )?tests/[^)]*\)")  # "(tests/test_x.py)": a file of the repository, not the wheel
@@ -317,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         _list(tv=args.tv)
         return EXIT_OK
+    if args.command == "power":
+        return _power(args)
     from .proof import probes as fault_probes
     from .proof import ship
     from .proof.budget import parse_budget, size_to_budget
