@@ -31,6 +31,12 @@ so ``--json`` prints JSON only.
 signature, lossless or lossy, reference and mistakes), the scenarios and the bugs; ``list --tv`` adds
 each bug's exact TV from the target's law (by enumeration: seconds, where the list alone takes a fraction of one).
 
+``--budget`` (default 120s of CPU, 0 for none): without ``--n``, the verifier's first calls are timed
+in every scenario and N (and the per-case time limit) cut to fit, with the smallest TV then
+detectable printed (specviz.proof.budget); with ``--vocab``, the black-box tests stop at it.
+``specviz power`` audits another test design (chi2, l2, per-cell): the smallest TV it detects at 90%
+power, against the paired test (specviz.proof.power).
+
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
 something fails, raises, runs past its time limit or a bug is missed; 2 for bad arguments;
 3 when nothing failed but some case is inconclusive (N too small).
