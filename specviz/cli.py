@@ -31,6 +31,12 @@ so ``--json`` prints JSON only.
 signature, lossless or lossy, reference and mistakes), the scenarios and the bugs; ``list --tv`` adds
 each bug's exact TV from the target's law (by enumeration: seconds, where the list alone takes a fraction of one).
 
+``--budget`` (default 120s of CPU, 0 for none): without ``--n``, the verifier's first calls are timed
+in every scenario and N (and the per-case time limit) cut to fit, with the smallest TV then
+detectable printed (specviz.proof.budget); with ``--vocab``, the black-box tests stop at it.
+``specviz power`` audits another test design (chi2, l2, per-cell): the smallest TV it detects at 90%
+power, against the paired test (specviz.proof.power).
+
 Exit status: 0 when the verifier passes every case and every bug run is caught; 1 when
 something fails, raises, runs past its time limit or a bug is missed; 2 for bad arguments;
 3 when nothing failed but some case is inconclusive (N too small).
@@ -158,14 +164,31 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
                         "faults tested beside them.", formatter_class=PlainHelp)  # fmt: skip
     ls.add_argument("--tv", action="store_true", help="also compute each bug's and fault's exact TV from the "
                     "target's law, by enumeration (a few seconds)")  # fmt: skip
+    pw = sub.add_parser("power", help="the smallest TV another test design detects, against the paired test",
+                        description=POWER_HELP, formatter_class=PlainHelp)  # fmt: skip
+    pw.add_argument("--preset", help="an engine's published design (specviz.proof.power.PRESETS): vllm-chi2, vllm-l2; "
+                    "with no --test either, every preset")  # fmt: skip
+    pw.add_argument("--test", help="chi2 | l2 | per-cell")
+    pw.add_argument("--n", type=int, help="samples of the token tested")
+    pw.add_argument("--vocab", type=int, help="cells V of the token's law")
+    pw.add_argument("--alpha", type=float, help="chi2: the level (default 1e-3)")
+    pw.add_argument("--threshold", type=float, help="l2: the distance it fails above; per-cell: the tolerance per cell")
+    pw.add_argument("--power", type=float, default=0.9, help="the detection probability (default 0.9)")
+    pw.add_argument("--no-catalogue", action="store_true", help="leave out the catalogue's mistakes (their exact TVs "
+                    "take a few seconds)")  # fmt: skip
     if not prove:
         return ap
     from .proof import ship
+    from .proof.budget import DEFAULT_BUDGET
     from .proof.harness import DEFAULT_TIMEOUT
     from .proof.prove import DEFAULT_N
     from .proof.stats import ALPHA
 
-    p.add_argument("--n", type=int, default=DEFAULT_N, help=f"sequences per case (default {DEFAULT_N:,})")
+    p.add_argument("--n", type=int, help=f"sequences per case (default {DEFAULT_N:,}, or fewer to fit --budget; "
+                   "with --vocab: rows of the black-box tests)")  # fmt: skip
+    p.add_argument("--budget", default=f"{DEFAULT_BUDGET:g}s", help="time for the verifier under test (default "
+                   f"{DEFAULT_BUDGET:g}s; 0: none): its first calls are timed, N and --timeout sized to fit, and the "
+                   "smallest TV then detectable printed (specviz.proof.budget); an explicit --n is kept")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the chains are fixed per scenario)")
     p.add_argument("--scenarios", help="comma-separated, from: " + ", ".join(SCENARIOS))
     p.add_argument("--bugs", help="negative controls: comma-separated, 'all' (default) or 'none'")
@@ -179,6 +202,31 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ship.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
     return ap
+
+
+POWER_HELP = """The smallest total-variation shift of one token's law that a sampled test design (chi2,
+l2 or per-cell, as engines test their verifiers) detects with probability --power, whatever the
+shift's shape; what specviz's paired test needs for the same TV; and which of the catalogue's
+mistakes the design is sure to catch. The figures and their approximations: specviz.proof.power;
+each is checked against a simulation in tests/test_power.py."""
+
+
+def _power(args: argparse.Namespace) -> int:
+    """``specviz power``: print the audit of a design (or of every preset), return the exit status."""
+    from .proof import power
+
+    try:
+        if args.preset is None and args.test is None:
+            designs = list(power.PRESETS.values())
+        else:
+            designs = [power.design_from(args)]
+        cat = None if args.no_catalogue else power.catalogue_tvs()
+        lines = [line for d in designs for line in ([*power.report(d, args.power, cat), ""])]
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(fill(line) for line in lines[:-1]))
+    return EXIT_OK
 
 
 TESTS_PATH = re.compile(r" \((?:in )?tests/[^)]*\)")  # "(tests/test_x.py)": a file of the repository, not the wheel
@@ -312,13 +360,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         _list(tv=args.tv)
         return EXIT_OK
+    if args.command == "power":
+        return _power(args)
     from .proof import probes as fault_probes
     from .proof import ship
-    from .proof.prove import run_suite
+    from .proof.budget import parse_budget, size_to_budget
+    from .proof.prove import DEFAULT_N, run_suite
     from .proof.report import controls_line, exact_record, summary_line
 
     try:  # the checks that cost nothing first (both paths), then the verifier's import and the plan
-        if args.n < 1:
+        if args.n is not None and args.n < 1:
             raise InputError("--n", "at least 1 sequence per case", str(args.n))
         if args.seed < 0:
             raise InputError("--seed", "a non-negative integer", str(args.seed))
@@ -330,6 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--tv", "a TV bound in (0, 1)", str(args.tv))
         if args.threads is not None and args.threads < 0:
             raise InputError("--threads", "a thread count >= 0", str(args.threads))
+        budget_s = parse_budget(args.budget)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -351,6 +403,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         note = ship.set_torch_threads(args.threads)
         if not args.quiet:
             print(note, file=sys.stderr)
+    budget = None
+    if args.n is None:  # no --n: the default N, cut to fit the budget (specviz.proof.budget)
+        args.n = DEFAULT_N
+        if budget_s > 0:
+            with _stdout_to_stderr(args.json):
+                budget = size_to_budget(verifier, [c.scenario for c in cases if c.bug is None], budget=budget_s,
+                                        n_max=DEFAULT_N, kind=args.kind, seed=args.seed, alpha=args.alpha,
+                                        timeout=args.timeout)  # fmt: skip
+            args.n, args.timeout = budget.n, budget.timeout or 0.0
+            if not args.quiet:
+                print("\n".join(budget.lines()), file=sys.stderr)
     t0 = time.perf_counter()
 
     def progress(i: int, total: int, r: CaseResult) -> None:
@@ -373,8 +436,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                "exact": [exact_record(e) for e in suite.exact],
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         out["probes"] = fault_probes.probe_records(probes)
+        out["budget"] = budget.record() if budget is not None else None
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
+        if budget is not None:
+            print(fill("\n".join(budget.lines())))
         _print_table(suite, args, vname, elapsed)
         if probes:
             print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")

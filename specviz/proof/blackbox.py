@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
+from .harness import raised_by_verifier
 from .stats import ALPHA, MIN_TV, POWER, chi_square, needed_n
 
 CHUNK_ELEMENTS = 8_000_000  # table entries per call: rows * (2K + 1) * V
@@ -102,8 +103,13 @@ def blackbox_tests(
     seed: int = 0,
     alpha: float = ALPHA,
     progress: Callable[[str], None] | None = None,
+    seconds: float | None = None,
 ) -> BlackBox:
     """Sample ``verifier`` (called with ``rng=``) on one realistic context ``n`` times; test each token's law.
+
+    ``seconds`` (``prove --budget``): stop drawing once this much CPU time has passed, and test the
+    rows drawn by then (the lines say how many; each test's detectable TV is at that count).
+    Anything the verifier raises comes out as :class:`~specviz.proof.harness.VerifierRaised`.
 
     The context is the row with K drafts of :func:`specviz.proof.handover.realistic_tables` whose
     first target row keeps the most cells at this ``n`` (the most power for the first-token test).
@@ -111,7 +117,7 @@ def blackbox_tests(
     """
     from scipy import stats as sps
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     t = realistic_tables(V, K, 16, seed=seed, dtype=spec.dtype)
     full = np.flatnonzero(t.num_draft == K)
     cells = (t.target[full, 0] >= 5.0 / n).sum(axis=1)  # cells the first-token test keeps at this n
@@ -127,13 +133,17 @@ def blackbox_tests(
     while done < n:
         r = draw_round(draft_rng, one)
         c = hand.call(Round(r.draft_tokens, r.accept, r.sample))
-        tok, num = outcome(verifier(*c.args, rng=rng), chunk, K)
+        with raised_by_verifier("the black-box tests"):
+            res = verifier(*c.args, rng=rng)
+        tok, num = outcome(res, chunk, K)
         tokens.append(tok)
         accepted.append(num - 1)
         done += chunk
         if progress is not None and time.perf_counter() - last > 5:
             last = time.perf_counter()
             progress(f"black-box: {done:,} of {n:,} rows, about {(last - t0) / done * (n - done):.0f} s left")
+        if seconds is not None and time.process_time() - c0 > seconds and done < n:  # CPU, as prove --budget
+            n = done  # the budget is spent: test what was drawn
     tok, acc = np.concatenate(tokens)[:n], np.concatenate(accepted)[:n]
     checks = [_chi("first token", tok[:, 0], p[0], 1.0, alpha)]
     a_exact = float(np.minimum(p[0], q[0]).sum() / max(p[0].sum(), 1e-300))

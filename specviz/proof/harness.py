@@ -36,6 +36,7 @@ import contextlib
 import ctypes
 import functools
 import inspect
+import os
 import signal
 import sys
 import threading
@@ -52,6 +53,35 @@ DEFAULT_TIMEOUT = 60.0  # seconds per case: the suite's cases take about a secon
 
 class CaseTimeout(Exception):
     """A case ran past its time limit (raised inside the case, wherever it was)."""
+
+
+class VerifierRaised(Exception):
+    """The verifier under test raised (or exited) where a step of ``prove --vocab`` called it:
+    ``where`` names the step, ``error`` is ``Type: message`` and ``traceback`` starts at the
+    verifier's own frame. :func:`specviz.proof.ship.run_cli` prints it as an ERROR line."""
+
+    def __init__(self, where: str, error: str, traceback: str) -> None:
+        super().__init__(f"{where}: {error}")
+        self.where, self.error, self.traceback = where, error, traceback
+
+
+@contextlib.contextmanager
+def raised_by_verifier(where: str) -> Iterator[None]:
+    """Around one call of the verifier: whatever it raises, ``SystemExit`` included (only
+    ``KeyboardInterrupt`` goes through), becomes :class:`VerifierRaised` naming ``where``."""
+    try:
+        yield
+    except BaseException as e:
+        if stops_the_suite(e):
+            raise
+        import traceback as tb_module
+
+        tb = e.__traceback__  # from the verifier's own frame on: past this package's proof modules
+        here = os.path.dirname(os.path.abspath(__file__))
+        while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here:
+            tb = tb.tb_next
+        text = "".join(tb_module.format_exception(type(e), e, tb)).rstrip()
+        raise VerifierRaised(where, f"{type(e).__name__}: {e}", text) from e
 
 
 def stops_the_suite(e: BaseException) -> bool:

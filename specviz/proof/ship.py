@@ -68,6 +68,7 @@ from .handover import (
     outcome,
     realistic_tables,
 )
+from .harness import VerifierRaised
 from .probes import Probe, probe_lines, probe_records, run_probes
 from .report import clean
 from .sweep import Sweep, sweep
@@ -318,6 +319,7 @@ def prove_shipped(
     threads: int | None = None,
     blackbox_rows: int = 20_000,
     progress: Callable[[str], None] | None = None,
+    blackbox_seconds: float | None = None,
 ) -> Shipped:
     """Probe ``verifier``, pair it with the reference at vocabulary ``V``, sweep where they differ.
 
@@ -326,13 +328,16 @@ def prove_shipped(
     any (the padded-vs-flat probe). ``tv``: the bound the paired test certifies with no
     mismatch (it runs -ln(0.05)/tv rows). ``reproducers``: a folder for mismatching rows.
     ``threads``: torch's thread count (default 1). A verifier without ``uniforms=`` gets the
-    black-box tests instead (:mod:`specviz.proof.blackbox`, ``blackbox_rows`` rows on one context).
+    black-box tests instead (:mod:`specviz.proof.blackbox`, ``blackbox_rows`` rows on one context, or as
+    many as ``blackbox_seconds`` allow). What the verifier raises there or in the sweep comes out as
+    :class:`~specviz.proof.harness.VerifierRaised`.
     Returns :class:`Shipped`.
     """
     note = set_torch_threads(threads)
     probes = run_probes(verifier, spec, flat=flat, seed=seed)
     if any(p.verdict == "skipped" for p in probes):  # rng only: the law is sampled, token by token
-        box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress)
+        box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress,
+                             seconds=blackbox_seconds)  # fmt: skip
         where = [c.part for c in box.failed]
         if where:
             verdict, reason = "FAIL", "the law breaks at: " + ", ".join(where)
@@ -431,9 +436,26 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
 
         # --json: nothing but the JSON on stdout (a verifier's own prints go to stderr with the progress)
         with contextlib.redirect_stdout(sys.stderr) if getattr(args, "json", False) else contextlib.nullcontext():
+            from .budget import parse_budget
+            from .prove import DEFAULT_N
+
+            budget = parse_budget(getattr(args, "budget", 0)) if args.n is None else 0.0  # an explicit --n is kept
             report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
                                    reproducers=args.reproducers, flat=flat, threads=args.threads,
-                                   blackbox_rows=args.n, progress=progress)  # fmt: skip
+                                   blackbox_rows=args.n or DEFAULT_N, progress=progress,
+                                   blackbox_seconds=budget or None)  # fmt: skip
+    except VerifierRaised as e:  # the V = 4 run's ERROR line, with the verifier's traceback
+        name = args.verifier or "specviz:verify"
+        if getattr(args, "json", False):
+            import json
+
+            print(json.dumps({"verdict": "ERROR", "reason": f"{name} raised in {e.where}: {e.error}",
+                              "traceback": e.traceback}, indent=2))  # fmt: skip
+        else:
+            print(f"ERROR {e.where} / {name}: {e.error}")
+            print("  " + e.traceback.replace("\n", "\n  "))
+            print(f"\nNOT OK: {name} raised in {e.where}")
+        return 1
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

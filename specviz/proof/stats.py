@@ -199,6 +199,17 @@ def position_tests(sequences: np.ndarray, law: np.ndarray, **kw: float) -> list[
     return out
 
 
+def detectable_at(
+    law: np.ndarray, n: int, *, alpha: float = ALPHA, power: float = POWER, min_expected: float = MIN_EXPECTED
+) -> float:
+    """Smallest TV shift the joint test of ``law`` (any shape, probabilities) detects with
+    probability ``power`` at ``n`` samples, pooling cells as :func:`chi_square` does at that n."""
+    p0 = np.asarray(law, dtype=np.float64).ravel()
+    pos = p0[p0 > 0]
+    _, e = _pool(np.zeros(pos.size), n * pos, min_expected)
+    return _detectable(n, max(len(e) - 1, 0), bool((p0 == 0).any()), alpha, power)
+
+
 def needed_n(
     law: np.ndarray,
     *,
@@ -216,12 +227,9 @@ def needed_n(
     p0 = np.asarray(law, dtype=np.float64).ravel()
     if not 0 < tv <= 1:
         raise InputError("tv", "a total-variation distance in (0, 1]", str(tv))
-    pos = p0[p0 > 0]
-    has_zero = bool((p0 == 0).any())
 
     def detect(n: int) -> float:
-        _, e = _pool(np.zeros(pos.size), n * pos, min_expected)
-        return _detectable(n, max(len(e) - 1, 0), has_zero, alpha, power)
+        return detectable_at(p0, n, alpha=alpha, power=power, min_expected=min_expected)
 
     hi = 1
     while detect(hi) > tv:

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..verifiers.reference import GRID
 from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, outcome, realistic_tables
+from .harness import raised_by_verifier
 from .theory import total_variation
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines (the paired test's interval)
@@ -98,7 +99,9 @@ class _Prober:
         t = Tables(P, Q, np.ones(M, dtype=np.int64), Q)
         c = Handover(t, self.spec).call(Round(np.full((M, 1), self.x, dtype=np.int64), coins[:, None], samples))
         self.calls += 1
-        tokens, num = outcome(self.verifier(*c.args, uniforms=c.uniforms), M, 1)
+        with raised_by_verifier("the sweep over the uniforms"):
+            res = self.verifier(*c.args, uniforms=c.uniforms)
+        tokens, num = outcome(res, M, 1)
         return num == 2, tokens[np.arange(M), num - 1]
 
 
