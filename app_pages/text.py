@@ -90,9 +90,10 @@ if real:
     if not run.views:
         right.info("Click **Step** for one round of the real model. Hover a token for its p, q and coin.")
     else:
-        last, (c1, c2) = run.views[-1], st.columns([1, 1], gap="large")
-        c1.caption(f"Round {len(run.views)}: emitted {links.plain(repr(m.decode(last.round.emitted)))}")
-        c1.dataframe(pd.DataFrame(real_text.round_rows(m, last)), hide_index=True, key=S + "model_round")
+        last = run.views[-1]  # the round's table at full width: a half column cut its columns at 1280×720
+        st.caption(f"Round {len(run.views)}: emitted {links.plain(repr(m.decode(last.round.emitted)))}")
+        st.dataframe(pd.DataFrame(real_text.round_rows(m, last)), hide_index=True, key=S + "model_round")
+        c1, c2 = st.columns([1, 1], gap="large")
         c1.dataframe(pd.DataFrame(real_text.acceptance_rows(run, K)), hide_index=True, key=S + "acceptance")
         c1.caption(real_text.cost_sentence(real_text.costs(run, K), K))
         pos = c2.radio("Position of the last round", range(1, len(last.tops) + 1), index=last.round.accepted,
