@@ -62,7 +62,7 @@ def test_law_fails_a_one_step_mistake_and_passes_the_engine(engine_probes):
     assert bad.status == "FAIL" and bad.fails and bad.headline.startswith("probe batch_invariance: a row's tokens")
     assert law_verdict(None, engine_probes, headline_ok="every law probe passes").status == "OK"
     good = law_verdict(run_suite(plan(["reference"], []), verify, n=20_000), engine_probes)
-    assert good.status == "OK" and not good.fails and good.headline.startswith("1 case passes; TV >= 0.03")
+    assert good.status == "OK" and not good.fails and good.headline.startswith("1 case passes; detects TV >= 0.03")
 
 
 def test_support_fails_the_inclusive_coin_naming_coin_rate_and_fix(engine_probes):
@@ -197,3 +197,13 @@ def test_blackbox_holds_sample_match_to_output_laws_and_a_named_rule(rule):
         assert not failed
         engine = blackbox_tests(verify, V=20, K=2, spec=spec, n=20_000, rule=rule)
         assert [c.part for c in engine.failed] == ["acceptance"]  # negative control for the rule's check
+
+
+def test_the_docs_show_what_prove_prints():
+    # docs/proof.md's "Three verdicts" block is the tail of this very run, line for line.
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "proof.md").read_text()
+    block = doc.split("## Three verdicts")[1].split("```\n")[1]
+    code, out = prove("--verifier", "tests.brief_verifiers:brief_explicit", *FAST)
+    assert code == cli.EXIT_FAIL and out.endswith(block) and block.startswith("law OK: 1 case passes")

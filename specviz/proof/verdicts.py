@@ -88,8 +88,8 @@ def law_verdict(suite: SuiteResult | None, probes: Sequence[Probe] = (), *, head
     controls = (f"each of the {len(suite.controls)} bugs run as negative controls was caught" if suite is not None
                 and suite.controls else "no negative control ran (--bugs none)")  # fmt: skip
     cases = "1 case passes" if len(mine) == 1 else f"{len(mine)} cases pass"
-    return Verdict("law", "OK", f"{cases}; TV >= {detect:.3g} caught",
-                   (f"any shift of a joint law by TV >= {detect:.3g} is caught with probability 0.99; {controls}",))
+    return Verdict("law", "OK", f"{cases}; detects TV >= {detect:.3g}",
+                   (f"any shift of a joint law by TV >= {detect:.3g} is detected with probability 0.99; {controls}",))
 
 
 def support_verdict(probes: Sequence[Probe], why_not: str = "") -> Verdict:
