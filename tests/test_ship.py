@@ -264,7 +264,11 @@ def test_blackbox_tests_pass_the_engine_and_locate_a_wrong_replacement():
     assert {c.part for c in good.checks} >= {"first token", "acceptance", "replacement at 0", "bonus"}
     assert all(c.passed for c in good.checks), good.lines()
     assert all(c.rows_for_1e3 > 20_000 for c in good.checks)  # TV 1e-3 needs more rows than these
-    # The negative control on the same context and seed: the replacement drawn from p.
-    bad = blackbox_tests(uv.broken, V=300, K=2, spec=handover.CallSpec("float64", "numpy"), n=20_000, seed=5)
-    assert "replacement at 0" in [c.part for c in bad.failed], bad.lines()
-    assert "bonus" not in [c.part for c in bad.failed]  # the bonus is right: the diagnosis points at the step
+    # The negative control on the same context and seed: the replacement drawn from p. Its output law at
+    # position 0 is wrong; held to the residual rule (--rule residual), the replacement law locates the step.
+    spec = handover.CallSpec("float64", "numpy")
+    bad = blackbox_tests(uv.broken, V=300, K=2, spec=spec, n=20_000, seed=5)
+    assert "first token" in [c.part for c in bad.failed], bad.lines()
+    ruled = blackbox_tests(uv.broken, V=300, K=2, spec=spec, n=20_000, seed=5, rule="residual")
+    assert "replacement at 0" in [c.part for c in ruled.failed], ruled.lines()
+    assert "bonus" not in [c.part for c in ruled.failed]  # the bonus is right: the diagnosis points at the step

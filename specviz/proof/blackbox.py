@@ -38,6 +38,7 @@ from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, draw_roun
 from .stats import ALPHA, MIN_TV, POWER, chi_square, needed_n
 
 CHUNK_ELEMENTS = 8_000_000  # table entries per call: rows * (2K + 1) * V
+COIN_MASS = 0.05  # q-mass of drafts with 0 < p/q < 1 the chosen context has at every position
 
 
 class Check(NamedTuple):
@@ -130,7 +131,9 @@ def blackbox_tests(
     """Sample ``verifier`` (called with ``rng=``) on one realistic context ``n`` times; test each token's law.
 
     The context is the row with K drafts of :func:`specviz.proof.handover.realistic_tables` whose
-    first target row keeps the most cells at this ``n`` (the most power for the first-token test).
+    first target row keeps the most cells at this ``n`` (the most power for the first-token test),
+    among those where coins matter at every position (drafts with 0 < p/q < 1 carry at least
+    :data:`COIN_MASS` of q; if no row has that, the best row regardless).
     ``rule`` ("residual" or "sample-match"): judge acceptance (and, for the residual rule, the
     replacements) against it; None: those are efficiency, not verdicts. Returns :class:`BlackBox`.
     """
@@ -140,7 +143,12 @@ def blackbox_tests(
     t = realistic_tables(V, K, 16, seed=seed, dtype=spec.dtype)
     full = np.flatnonzero(t.num_draft == K)
     cells = (t.target[full, 0] >= 5.0 / n).sum(axis=1)  # cells the first-token test keeps at this n
-    b = int(full[np.argmax(cells)])
+    # Coins must matter at every position: drafts with 0 < p/q < 1 carry at least COIN_MASS of q there
+    # (where they carry none, every draft is accepted or rejected whatever the coin, and a wrong coin hides).
+    P, Q = t.target[full, :K], t.draft[full]  # (F, K, V)
+    matters = np.where((Q > P) & (P > 0), Q, 0.0).sum(axis=-1)  # (F, K) q-mass of drafts whose coin decides
+    ok = (matters >= COIN_MASS).all(axis=1)  # (F,)
+    b = int(full[np.argmax(np.where(ok, cells, -1))])
     p, q = t.target[b], t.draft[b]  # (K+1, V), (K, V)
     chunk = max(1, min(n, CHUNK_ELEMENTS // ((2 * K + 1) * V)))
     P = np.broadcast_to(p, (chunk, K + 1, V))
