@@ -125,3 +125,25 @@ def brief_rng_only(target_probs, draft_probs, draft_tokens, num_draft, *, rng=No
 def sample_match_rng_only(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):
     """Sample-and-match (lossless, fewer tokens per step) as a user's function drawing from ``rng``."""
     return verify_sample_match(target_probs, draft_probs, draft_tokens, num_draft, rng=rng)
+
+
+class Coarse:
+    """A generator whose uniforms are floored to multiples of 2^-8, as a bfloat16 coin is: exactly 0 once in 256."""
+
+    def __init__(self, rng: Any) -> None:
+        self.rng = rng
+
+    def random(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.floor(self.rng.random(shape) * 256) / 256
+
+
+def brief_coarse_rng(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):
+    """The brief's verifier drawing coarse coins from ``rng``: its inverse CDF meets a coin of 0 once in 256 draws."""
+    return _call(sample_rows, target_probs, draft_probs, draft_tokens, num_draft,
+                 Coarse(rng or np.random.default_rng()), None)  # fmt: skip
+
+
+def brief_coarse_fixed_rng(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):
+    """The same coarse coins with the fixed inverse CDF (``<=``): a coin of 0 skips the tokens with p = 0."""
+    return _call(sample_rows_leq, target_probs, draft_probs, draft_tokens, num_draft,
+                 Coarse(rng or np.random.default_rng()), None)  # fmt: skip

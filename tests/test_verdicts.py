@@ -207,3 +207,15 @@ def test_the_docs_show_what_prove_prints():
     block = doc.split("## Three verdicts")[1].split("```\n")[1]
     code, out = prove("--verifier", "tests.brief_verifiers:brief_explicit", *FAST)
     assert code == cli.EXIT_FAIL and out.endswith(block) and block.startswith("law OK: 1 case passes")
+
+
+def test_sampled_tokens_with_p_zero_are_a_support_failure_of_an_rng_only_verifier():
+    from specviz.proof.ship import prove_shipped
+
+    spec = CallSpec("float64", "numpy")
+    # Coins floored to multiples of 2^-8 (a bfloat16-like coin): exactly 0 once in 256 draws, where the
+    # brief's inverse CDF emits token 0 though p(0) = 0. No uniforms=, so only sampling can see it.
+    bad = prove_shipped(bv.brief_coarse_rng, V=20, K=2, spec=spec, blackbox_rows=20_000).verdicts()[1]
+    assert bad.status == "FAIL" and "sampled rows emit a token with p = 0 at the bonus" in bad.headline, bad
+    fixed = prove_shipped(bv.brief_coarse_fixed_rng, V=20, K=2, spec=spec, blackbox_rows=20_000).verdicts()[1]
+    assert fixed.status == "not probed" and "no uniforms=" in fixed.headline  # no p = 0 token came out

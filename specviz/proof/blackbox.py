@@ -51,6 +51,7 @@ class Check(NamedTuple):
     rows_for_1e3: int  # rows the whole run would need to detect 1e-3 here
     passed: bool
     law: bool = True  # an output law (always judged); False: the residual rule's acceptance or replacement
+    impossible: int = 0  # samples of tokens the law gives probability 0 (a support violation, when an output law)
 
     @property
     def conclusive(self) -> bool:
@@ -113,7 +114,7 @@ def _chi(part: str, tokens: np.ndarray, law: np.ndarray, share: float, alpha: fl
     c = chi_square(obs, law, alpha=alpha)
     need = needed_n(law, tv=1e-3, alpha=alpha)
     return Check(part, c.n, c.statistic, c.critical_value, c.tv, c.detectable_tv,
-                 int(math.ceil(need / max(share, 1e-12))), c.passed)  # fmt: skip
+                 int(math.ceil(need / max(share, 1e-12))), c.passed, True, c.impossible)  # fmt: skip
 
 
 def blackbox_tests(

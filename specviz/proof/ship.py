@@ -295,8 +295,14 @@ class Shipped(NamedTuple):
     def verdicts(self, strict: bool = False) -> list[Verdict]:
         """The three verdicts (:mod:`specviz.proof.verdicts`): law, support, policy."""
         why = "; ".join(p.detail.split(" (")[0] for p in self.probes if p.verdict == "skipped")
-        return [self.law_verdict(), support_verdict(self.probes, why), policy_verdict(self.probes, strict=strict,
-                                                                                      why_not=why)]  # fmt: skip
+        support = support_verdict(self.probes, why)
+        seen = [c for c in (self.blackbox.checks if self.blackbox else []) if c.law and c.impossible]
+        if seen and support.status != "FAIL":  # sampled: the verifier's own draws emitted tokens with p = 0
+            c = seen[0]
+            support = Verdict("support", "FAIL", f"{c.impossible:,} of {c.n:,} sampled rows emit a token with p = 0 "
+                              f"at the {c.part} (rate {c.impossible / max(c.n, 1):.2g} per row)",
+                              tuple(f"{d.part}: {d.impossible:,} of {d.n:,}" for d in seen[1:]))  # fmt: skip
+        return [self.law_verdict(), support, policy_verdict(self.probes, strict=strict, why_not=why)]
 
     def law_verdict(self) -> Verdict:
         """The law from the paired test, the sweep, the black-box output laws and the law probes."""
