@@ -333,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--tv", "a TV bound in (0, 1)", str(args.tv))
         if args.rule is not None and args.rule not in ("residual", "sample-match"):
             raise InputError("--rule", "residual or sample-match", repr(args.rule))
+        if args.rule is not None and args.kind != "chain":
+            raise InputError("--rule", "no rule with --kind block or tree (each is judged by its own rule)",
+                             repr(args.rule))  # fmt: skip
         if args.threads is not None and args.threads < 0:
             raise InputError("--threads", "a thread count >= 0", str(args.threads))
     except InputError as e:
