@@ -165,8 +165,10 @@ def test_a_tokens_only_mistake_is_judged_only_under_a_rule():
     assert run_case("textbook", bug=BUGS["no_bonus"], n=20_000).verdict == "caught"  # controls: their rule
 
 
-def test_bad_rule_exits_2():
+def test_bad_rule_exits_2(capsys):
     assert cli.main(["prove", "--quiet", "--rule", "greedy"]) == cli.EXIT_USAGE
+    assert cli.main(["prove", "--quiet", "--rule", "residual", "--kind", "block"]) == cli.EXIT_USAGE
+    assert "--rule: expected no rule with --kind block or tree" in capsys.readouterr().err
 
 
 def test_sample_match_expected_tokens_closed_form():
