@@ -239,7 +239,8 @@ def test_cli_vocab_passes_the_engine_and_fails_the_leq_coin(tmp_path):
     assert "certified: TV(verifier, reference) <=" in r.stdout and "torch threads: 1" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 100
     r = prove("--verifier", "tests.user_verifiers:engine_leq", "--vocab", "1000", "--tv", "0.02")
-    assert r.returncode == 1 and "FAIL    zero_coin" in r.stdout, r.stdout
+    assert r.returncode == 1 and "FAIL support zero_coin" in r.stdout, r.stdout
+    assert "\nsupport FAIL: coin 0.0 accepts draft 3 with p = 0 (2^-24 per draw)" in r.stdout  # float32 coins
     r = prove("--vocab", "1000", "--dtype", "bfloat16", "--backend", "numpy")
     assert r.returncode == 2 and "--dtype" in r.stderr
 
