@@ -110,7 +110,7 @@ def zero_coin(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
            if 3 in tokens[i, : num[i]].tolist() or num[i] != 1]  # fmt: skip
     if bad:
         c, got = bad[0]
-        rate = coin_rate(spec.dtype) if c in (0.0, COINS[-1]) else "at every such draw"
+        rate = coin_rate(spec.dtype) if c in (0.0, COINS[-1]) else "whenever it is drafted: not a boundary"
         return Probe("zero_coin", "FAIL", f"coin {_coin(c)} accepts draft 3 with p = 0 ({rate}): tokens {got}; "
                      + (f"also at coins {', '.join(_coin(b[0]) for b in bad[1:])}; " if len(bad) > 1 else "")
                      + "fix: accept iff u * q(x) < p(x), strictly", "support")  # fmt: skip
