@@ -390,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out["verdicts"] = {v.kind: {"status": v.status, "line": v.line(), "details": list(v.details)}
                            for v in verdicts}  # fmt: skip
         out["verdict_summary"], out["efficiency"] = V.summary(verdicts), V.efficiency_line(suite)
+        out["exit_status"] = V.exit_status(verdicts)  # "ok" and "verdict" above are the suite's (the law's cases)
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         _print_table(suite, args, vname, elapsed)
