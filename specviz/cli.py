@@ -183,6 +183,7 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     from .proof.harness import DEFAULT_TIMEOUT
     from .proof.prove import DEFAULT_N
     from .proof.stats import ALPHA
+    from .proof.theory import RULES
 
     p.add_argument("--n", type=int, help=f"sequences per case (default {DEFAULT_N:,}, or fewer to fit --budget; "
                    "with --vocab: rows of the black-box tests)")  # fmt: skip
@@ -198,6 +199,9 @@ def build_parser(prove: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per case before it is stopped and fails (default {DEFAULT_TIMEOUT:g}; 0: no limit)")
     p.add_argument("--matrix", action="store_true", help="run every bug in every scenario")
+    p.add_argument("--rule", help="judge tokens per step against this rule: " + "|".join(RULES) + " (default: "
+                   "none; tokens per step are then efficiency, and only the law decides)")
+    p.add_argument("--strict", action="store_true", help="policy warnings (invalid input accepted) fail: exit 1")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ship.add_arguments(p)  # --vocab, --dtype, --backend, --device, --layout, --tv, --replay, --threads
@@ -266,7 +270,7 @@ def _list(tv: bool = False) -> None:
 
 
 def _print_table(suite: SuiteResult, args: argparse.Namespace, vname: str, elapsed: float) -> None:
-    from .proof.report import controls_line, exact_table, format_row, header, summary_line
+    from .proof.report import controls_line, exact_table, format_row, header
     from .proof.stats import MIN_TOKENS, MIN_TV
 
     print(fill(f"verifier under test: {vname} (kind {args.kind})"))
@@ -306,8 +310,6 @@ def _print_table(suite: SuiteResult, args: argparse.Namespace, vname: str, elaps
             print(fill(f"ERROR {r.scenario} / {r.verifier}: {r.error}"))
             if r.traceback:  # as Python wrote it: a wrapped traceback would misquote the code
                 print("  " + r.traceback.replace("\n", "\n  "))
-    print()
-    print(fill(summary_line(suite)))
 
 
 @contextlib.contextmanager
@@ -364,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _power(args)
     from .proof import probes as fault_probes
     from .proof import ship
+    from .proof import verdicts as V
     from .proof.budget import parse_budget, size_to_budget
     from .proof.prove import DEFAULT_N, run_suite
     from .proof.report import controls_line, exact_record, summary_line
@@ -379,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--timeout", "seconds per case >= 0 (0: no limit)", str(args.timeout))
         if not 0 < args.tv < 1:
             raise InputError("--tv", "a TV bound in (0, 1)", str(args.tv))
+        if args.rule is not None and args.rule not in ("residual", "sample-match"):
+            raise InputError("--rule", "residual or sample-match", repr(args.rule))
+        if args.rule is not None and args.kind != "chain":
+            raise InputError("--rule", "no rule with --kind block or tree (each is judged by its own rule)",
+                             repr(args.rule))  # fmt: skip
         if args.threads is not None and args.threads < 0:
             raise InputError("--threads", "a thread count >= 0", str(args.threads))
         budget_s = parse_budget(args.budget)
@@ -422,11 +430,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with _stdout_to_stderr(args.json):  # --json: nothing but the JSON on stdout, whatever the verifier writes
         suite = run_suite(cases, verifier, verifier_name=vname, n=args.n, seed=args.seed, alpha=args.alpha,
-                          progress=progress, kind=args.kind, timeout=args.timeout or None)  # fmt: skip
+                          progress=progress, kind=args.kind, timeout=args.timeout or None, rule=args.rule)  # fmt: skip
     elapsed = time.perf_counter() - t0
+    errored = any(r.error for r in suite.results if not r.is_bug)
     with _stdout_to_stderr(args.json):
         # The fault probes call the verifier directly: only one that came through the suite (no hang, no exit).
-        probes = fault_probes.run_probes(verifier) if args.kind == "chain" and not suite.failures else []
+        probes = fault_probes.run_probes(verifier) if args.kind == "chain" and not errored else []
+    why = "the verifier raised in the suite" if errored else f"--kind {args.kind} has no probes" if not probes else ""
+    if any(p.verdict == "skipped" for p in probes):
+        why = "; ".join(p.detail.split(" (")[0] for p in probes if p.verdict == "skipped")
+    verdicts = [V.law_verdict(suite, probes), V.support_verdict(probes, why),
+                V.policy_verdict(probes, strict=args.strict, why_not=why)]  # fmt: skip
     if args.json:
         out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
                "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,
@@ -437,6 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                "cases": [to_json(r) for r in suite.results]}  # fmt: skip
         out["probes"] = fault_probes.probe_records(probes)
         out["budget"] = budget.record() if budget is not None else None
+        out["verdicts"] = {v.kind: {"status": v.status, "line": v.line(), "details": list(v.details)}
+                           for v in verdicts}  # fmt: skip
+        out["verdict_summary"], out["efficiency"] = V.summary(verdicts), V.efficiency_line(suite)
+        out["exit_status"] = V.exit_status(verdicts)  # "ok" and "verdict" above are the suite's (the law's cases)
         print(json.dumps(out, indent=2, allow_nan=False))  # strict JSON: no NaN or Infinity
     else:
         if budget is not None:
@@ -445,8 +463,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if probes:
             print("\nFault probes (single calls with chosen coins and rows; --vocab V for the rest):")
             print("\n".join("  " + line for line in fault_probes.probe_lines(probes)))
-            if any(p.failed for p in probes):
-                print("NOT OK: fault probes failed: " + ", ".join(p.name for p in probes if p.failed))
-    if any(p.failed for p in probes):
-        return EXIT_FAIL
-    return EXIT_FAIL if suite.failures else EXIT_INCONCLUSIVE if suite.inconclusive else EXIT_OK
+        print()
+        for v in verdicts:
+            print("\n".join(fill(line) for line in v.lines()))
+        if V.efficiency_line(suite):
+            print(fill(V.efficiency_line(suite)))
+        print(fill(V.summary(verdicts)))
+    return V.exit_status(verdicts)

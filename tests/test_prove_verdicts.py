@@ -125,9 +125,12 @@ def test_explanation_in_the_record_and_tokens_figures():
 
 
 def test_a_tokens_only_failure_points_to_the_law_keeping_bug():
-    suite = run_suite(plan(["textbook"], []), BUGS["no_bonus"].verifier, verifier_name="drops_bonus", n=100_000)
+    # Tokens per step are judged only against a named rule (without one they are efficiency).
+    suite = run_suite(plan(["textbook"], []), BUGS["no_bonus"].verifier, verifier_name="drops_bonus", n=100_000,
+                      rule="residual")  # fmt: skip
     (res,) = suite.results
     assert res.verdict == "FAIL" and res.joint.passed and not res.tokens.passed
+    assert "the output law holds" in suite.failures[0]
     assert "only tokens per step fail" in res.explanation.nearest_note and "no_bonus" in res.explanation.nearest_note
     law = run_suite(plan(["textbook"], []), uv.residual_from_p, verifier_name="residual_from_p", n=100_000)
     assert not law.results[0].joint.passed  # negative control: a law-changing mistake gets no such note

@@ -239,7 +239,8 @@ def test_cli_vocab_passes_the_engine_and_fails_the_leq_coin(tmp_path):
     assert "certified: TV(verifier, reference) <=" in r.stdout and "torch threads: 1" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 100
     r = prove("--verifier", "tests.user_verifiers:engine_leq", "--vocab", "1000", "--tv", "0.02")
-    assert r.returncode == 1 and "FAIL    zero_coin" in r.stdout, r.stdout
+    assert r.returncode == 1 and "FAIL support zero_coin" in r.stdout, r.stdout
+    assert "\nsupport FAIL: coin 0.0 accepts draft 3 with p = 0 (2^-24 per draw)" in r.stdout  # float32 coins
     r = prove("--vocab", "1000", "--dtype", "bfloat16", "--backend", "numpy")
     assert r.returncode == 2 and "--dtype" in r.stderr
 
@@ -264,7 +265,11 @@ def test_blackbox_tests_pass_the_engine_and_locate_a_wrong_replacement():
     assert {c.part for c in good.checks} >= {"first token", "acceptance", "replacement at 0", "bonus"}
     assert all(c.passed for c in good.checks), good.lines()
     assert all(c.rows_for_1e3 > 20_000 for c in good.checks)  # TV 1e-3 needs more rows than these
-    # The negative control on the same context and seed: the replacement drawn from p.
-    bad = blackbox_tests(uv.broken, V=300, K=2, spec=handover.CallSpec("float64", "numpy"), n=20_000, seed=5)
-    assert "replacement at 0" in [c.part for c in bad.failed], bad.lines()
-    assert "bonus" not in [c.part for c in bad.failed]  # the bonus is right: the diagnosis points at the step
+    # The negative control on the same context and seed: the replacement drawn from p. Its output law at
+    # position 0 is wrong; held to the residual rule (--rule residual), the replacement law locates the step.
+    spec = handover.CallSpec("float64", "numpy")
+    bad = blackbox_tests(uv.broken, V=300, K=2, spec=spec, n=20_000, seed=5)
+    assert "first token" in [c.part for c in bad.failed], bad.lines()
+    ruled = blackbox_tests(uv.broken, V=300, K=2, spec=spec, n=20_000, seed=5, rule="residual")
+    assert "replacement at 0" in [c.part for c in ruled.failed], ruled.lines()
+    assert "bonus" not in [c.part for c in ruled.failed]  # the bonus is right: the diagnosis points at the step

@@ -127,15 +127,21 @@ class CaseResult(NamedTuple):
     error: str | None = None  # the verifier raised: the message
     traceback: str | None = None  # ... and its traceback, from the verifier's own frames
     explanation: Explanation | None = None  # set when a test fails
+    rule: str | None = "residual"  # the rule tokens per step are judged by; None: efficiency, not a verdict
 
     @property
     def conclusive(self) -> bool:
-        return self.joint.conclusive and self.tokens.conclusive
+        return self.joint.conclusive and (self.tokens.conclusive or self.rule is None)
+
+    @property
+    def tokens_failed(self) -> bool:
+        """Tokens per step conclusively off the rule's exact value (never without a rule)."""
+        return self.rule is not None and not self.tokens.passed and self.tokens.conclusive
 
     @property
     def failed(self) -> bool:
         """A conclusive test failed (an impossible sample is conclusive)."""
-        return (not self.joint.passed and self.joint.conclusive) or (not self.tokens.passed and self.tokens.conclusive)
+        return (not self.joint.passed and self.joint.conclusive) or self.tokens_failed
 
     @property
     def verdict(self) -> str:

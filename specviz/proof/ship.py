@@ -72,6 +72,7 @@ from .harness import VerifierRaised
 from .probes import Probe, probe_lines, probe_records, run_probes
 from .report import clean
 from .sweep import Sweep, sweep
+from .verdicts import Verdict, exit_status, policy_verdict, summary, support_verdict
 
 CONFIDENCE = 0.95  # the certified bound's one-sided level
 MAX_REPRODUCERS = 5  # mismatching rows saved per run (each .npz holds a row's (2K+1, V) tables)
@@ -292,6 +293,47 @@ class Shipped(NamedTuple):
             out += [""] + self.blackbox.lines()
         return [*out, "", f"{self.verdict}: {self.reason}"]
 
+    def verdicts(self, strict: bool = False) -> list[Verdict]:
+        """The three verdicts (:mod:`specviz.proof.verdicts`): law, support, policy."""
+        why = "; ".join(p.detail.split(" (")[0] for p in self.probes if p.verdict == "skipped")
+        support = support_verdict(self.probes, why)
+        seen = [c for c in (self.blackbox.checks if self.blackbox else []) if c.law and c.impossible]
+        if seen and support.status != "FAIL":  # sampled: the verifier's own draws emitted tokens with p = 0
+            c = seen[0]
+            support = Verdict("support", "FAIL", f"{c.impossible:,} of {c.n:,} sampled rows emit a token with p = 0 "
+                              f"at the {c.part} (rate {c.impossible / max(c.n, 1):.2g} per row)",
+                              tuple(f"{d.part}: {d.impossible:,} of {d.n:,}" for d in seen[1:]))  # fmt: skip
+        return [self.law_verdict(), support, policy_verdict(self.probes, strict=strict, why_not=why)]
+
+    def law_verdict(self) -> Verdict:
+        """The law from the paired test, the sweep, the black-box output laws and the law probes."""
+        pt, sw, box = self.paired, self.sweep, self.blackbox
+        bad = [f"probe {p.name}: {p.detail}" for p in self.probes if p.kind == "law" and p.failed]
+        if pt is not None and pt.error is not None:
+            return Verdict("law", "ERROR", f"the verifier raised on realistic rows: {pt.error}")
+        if sw is not None and not sw.passed:
+            steps = ", ".join(f"row {s.row} {s.part}" for s in sw.steps if not s.passed)
+            cause = f" ({self.diagnosis.lines()[0]})" if self.diagnosis is not None and self.diagnosis.lines() else ""
+            bad.insert(0, f"wrong at {steps} at V = {pt.V if pt else '?':,}{cause}")
+        if box is not None and box.failed:
+            laws = all(c.law for c in box.failed)
+            held = "" if laws or any(c.law for c in box.failed) else "; every output law tested holds"
+            bad.insert(0, f"the {'output law' if laws else f'{box.rule} rule'} breaks at: "
+                       + ", ".join(c.part for c in box.failed) + f" at V = {box.V:,}{held}")  # fmt: skip
+        if bad:
+            return Verdict("law", "FAIL", bad[0], tuple(bad[1:]))
+        if box is not None:
+            weak = [c.part for c in box.checks if c.law and not c.conclusive]
+            if "first token" in weak:
+                return Verdict("law", "inconclusive", "the first-token test lacks power: more rows (--n)")
+            return Verdict("law", "OK", f"every output law tested passes at V = {box.V:,}"
+                           + (f", inconclusive: {', '.join(weak)}" if weak else ""),
+                           (f"lossless as far as tested; {box.efficiency()}",))  # fmt: skip
+        if pt is not None and pt.mismatches == 0:
+            return Verdict("law", "OK", f"TV <= {pt.tv_bound:.2g} certified at V = {pt.V:,}")
+        return Verdict("law", "OK", f"the target's law at every step swept at V = {pt.V if pt else '?':,} (another "
+                       "valid uniform convention; no TV certificate)")  # fmt: skip
+
 
 def set_torch_threads(threads: int | None) -> str:
     """Run torch at ``threads`` threads (default 1: on a shared machine torch's default, one per
@@ -320,6 +362,7 @@ def prove_shipped(
     blackbox_rows: int = 20_000,
     progress: Callable[[str], None] | None = None,
     blackbox_seconds: float | None = None,
+    rule: str | None = None,
 ) -> Shipped:
     """Probe ``verifier``, pair it with the reference at vocabulary ``V``, sweep where they differ.
 
@@ -329,25 +372,27 @@ def prove_shipped(
     mismatch (it runs -ln(0.05)/tv rows). ``reproducers``: a folder for mismatching rows.
     ``threads``: torch's thread count (default 1). A verifier without ``uniforms=`` gets the
     black-box tests instead (:mod:`specviz.proof.blackbox`, ``blackbox_rows`` rows on one context, or as
-    many as ``blackbox_seconds`` allow). What the verifier raises there or in the sweep comes out as
-    :class:`~specviz.proof.harness.VerifierRaised`.
-    Returns :class:`Shipped`.
+    many as ``blackbox_seconds`` allow; acceptance and replacements judged only against a named ``rule``).
+    What the verifier raises there or in the sweep comes out as :class:`~specviz.proof.harness.VerifierRaised`.
+    Returns :class:`Shipped`; the verdict FAILs on law or support (a policy finding is a warning:
+    :meth:`Shipped.verdicts`).
     """
     note = set_torch_threads(threads)
     probes = run_probes(verifier, spec, flat=flat, seed=seed)
     if any(p.verdict == "skipped" for p in probes):  # rng only: the law is sampled, token by token
         box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress,
-                             seconds=blackbox_seconds)  # fmt: skip
+                             seconds=blackbox_seconds, rule=rule)  # fmt: skip
         where = [c.part for c in box.failed]
         if where:
-            verdict, reason = "FAIL", "the law breaks at: " + ", ".join(where)
-        elif all(c.conclusive for c in box.checks if c.part in ("first token", "acceptance")):
+            what = "the law breaks at: " if any(c.law for c in box.failed) else f"the {rule} rule breaks at: "
+            verdict, reason = "FAIL", what + ", ".join(where)
+        elif all(c.conclusive for c in box.checks if c.part == "first token"):
             weak = [c.part for c in box.checks if not c.conclusive]
             verdict, reason = "PASS", (f"every token law tested passed at V = {V:,}"
                                        + (f" (inconclusive: {', '.join(weak)})" if weak else "")
                                        + "; no uniforms=, so no paired test, sweep or probes")  # fmt: skip
         else:
-            verdict, reason = "INCONCLUSIVE", "the first-token or acceptance test lacks power: more rows (--n)"
+            verdict, reason = "INCONCLUSIVE", "the first-token test lacks power: more rows (--n)"
         return Shipped(verdict, reason, probes, None, None, note, box)
     paired = paired_test(verifier, V=V, K=K, spec=spec, tv=tv, seed=seed, reproducers=reproducers,
                          stop_after=STOP_AFTER, progress=progress)  # fmt: skip
@@ -360,7 +405,7 @@ def prove_shipped(
     elif swept is not None and not swept.passed:
         bad = [f"row {s.row} {s.part}" for s in swept.steps if not s.passed]
         verdict, reason = "FAIL", f"the law is wrong at {', '.join(bad)} (TV beyond the sweep's resolution)"
-    elif failed:
+    elif failed:  # law and support probes (policy findings are warnings)
         verdict, reason = "FAIL", "fault probes failed: " + ", ".join(failed)
         if "batch_invariance" in failed:
             reason += " (a row's tokens depend on other rows, as with misaligned rows: q of row b + 1 for row b)"
@@ -443,7 +488,7 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
             report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
                                    reproducers=args.reproducers, flat=flat, threads=args.threads,
                                    blackbox_rows=args.n or DEFAULT_N, progress=progress,
-                                   blackbox_seconds=budget or None)  # fmt: skip
+                                   blackbox_seconds=budget or None, rule=args.rule)  # fmt: skip
     except VerifierRaised as e:  # the V = 4 run's ERROR line, with the verifier's traceback
         name = args.verifier or "specviz:verify"
         if getattr(args, "json", False):
@@ -459,13 +504,19 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    status = 0 if report.verdict.startswith("PASS") else 3 if report.verdict == "INCONCLUSIVE" else 1
+    verdicts = report.verdicts(strict=args.strict)
+    status = exit_status(verdicts)
     if getattr(args, "json", False):
         import json
 
-        print(json.dumps(record(report), indent=2, allow_nan=False))
+        out = record(report)
+        out["verdicts"] = {v.kind: {"status": v.status, "line": v.line(), "details": list(v.details)}
+                           for v in verdicts}  # fmt: skip
+        out["verdict_summary"] = summary(verdicts)
+        print(json.dumps(clean(out), indent=2, allow_nan=False))
         return status
-    for line in report.lines():
+    lines = report.lines() + [line for v in verdicts for line in v.lines()] + [summary(verdicts)]
+    for line in lines:
         print("\n".join(textwrap.wrap(line, 99, subsequent_indent="  ")) if len(line) > 99 else line)
     if report.paired is not None and report.paired.reproducers:
         print("replay one:")

@@ -219,8 +219,16 @@ def _reused_coin_replacement(p: np.ndarray, q: np.ndarray, d: Decomposition) -> 
     return out
 
 
-def chain_expected_tokens(target: MarkovChain, drafter: Drafter, K: int, *, bonus: bool = True) -> np.ndarray:
+RULES = ("residual", "sample-match")  # the rules whose tokens per step prove can hold a verifier to (--rule)
+
+
+def chain_expected_tokens(target: MarkovChain, drafter: Drafter, K: int, *, bonus: bool = True,
+                          rule: str = "residual") -> np.ndarray:  # fmt: skip
     """Exact expected tokens of one verification, by context and draft count: (V+1, K+1).
+
+    ``rule`` "residual" (the contract's chain) or "sample-match" (the target draws y ~ p and a
+    draft survives iff it equals y: m(c, x) = q_c(x) p_c(x) for a sampling drafter, p_c(x*) for
+    a deterministic one).
 
     Row c is the context (0 = start, t+1 = after token t), column j the number of drafts.
     alpha_i(c), the probability that the first i drafts are all accepted, obeys
@@ -231,9 +239,15 @@ def chain_expected_tokens(target: MarkovChain, drafter: Drafter, K: int, *, bonu
     contexts actually met is an exact test of tokens per step, even for context-dependent
     chains.
     """
+    if rule not in RULES:
+        raise InputError("rule", "one of " + ", ".join(RULES), repr(rule))
     P, Q = target.table, drafter.chain.table  # (V+1, V)
     if drafter.mode == "sample":
-        m = np.minimum(P, Q)
+        m = P * Q if rule == "sample-match" else np.minimum(P, Q)
+    elif rule == "sample-match":  # the drafted x* survives iff the target's own draw is x*
+        x = np.argmax(Q, axis=1)
+        m = np.zeros_like(P)
+        m[np.arange(len(x)), x] = P[np.arange(len(x)), x]
     else:  # the argmax x* is drafted with certainty; accepted w.p. p(x*) or min(1, p/q) if q is reported
         x = np.argmax(Q, axis=1)
         r = np.arange(len(x))
