@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _list(tv=args.tv)
         return EXIT_OK
     from .proof import probes as fault_probes
-    from .proof import ship
+    from .proof import reach, ship
     from .proof.prove import run_suite
     from .proof.report import controls_line, exact_record, summary_line
 
@@ -363,7 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - t0
     with _stdout_to_stderr(args.json):
         # The fault probes call the verifier directly: only one that came through the suite (no hang, no exit).
-        probes = fault_probes.run_probes(verifier) if args.kind == "chain" and not suite.failures else []
+        # Verifiers drawing their own randomness are probed through interception (specviz.proof.reach).
+        probes = reach.run_all(verifier) if args.kind == "chain" and not suite.failures else []
     if args.json:
         out = {"ok": suite.ok, "verdict": suite.verdict, "failures": suite.failures,
                "inconclusive": suite.inconclusive, "needed_n": suite.needed_n,

@@ -46,6 +46,7 @@ class Probe(NamedTuple):
     name: str
     verdict: str  # "ok" | "FAIL" | "info" | "skipped"
     detail: str
+    kind: str = "law"  # "law" | "support" | "policy": what a failure means
 
     @property
     def failed(self) -> bool:
@@ -245,7 +246,7 @@ def probe_lines(probes: list[Probe], width: int = 96) -> list[str]:
 
 def probe_records(probes: list[Probe]) -> list[dict[str, str]]:
     """The probes as JSON-ready records (``prove --json`` and ``prove --vocab --json``)."""
-    return [{"name": p.name, "verdict": p.verdict, "detail": p.detail} for p in probes]
+    return [{"name": p.name, "verdict": p.verdict, "detail": p.detail, "kind": p.kind} for p in probes]
 
 
 __all__ = ["Probe", "run_probes", "probe_lines", "probe_records"]
