@@ -303,7 +303,7 @@ def supplying(supply: Supply, generators: tuple[Any, ...] = ()) -> Iterator[Reco
     """
     if _Active.supply is not None:
         raise RuntimeError("supplying() blocks do not nest")
-    torch = sys.modules.get("torch")
+    torch = _torch()
     patches = _numpy_patches() + (_torch_patches(torch) if torch is not None else [])
     before = _states(torch, generators)
     saved = [(owner, attr, owner.__dict__.get(attr, _MISSING)) for owner, attr, _ in patches]
@@ -321,6 +321,15 @@ def supplying(supply: Supply, generators: tuple[Any, ...] = ()) -> Iterator[Reco
                 setattr(owner, attr, old)
         _Active.supply, _Active.record = None, None
         record.foreign += _moved(before, _states(torch, generators))
+
+
+def _torch() -> Any:
+    """torch when it is installed, imported now: a verifier that imports it on its first call is covered too."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
 
 def _states(torch: Any, generators: tuple[Any, ...]) -> dict[str, Any]:
