@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from probe_subjects import ignores_uniforms, toy, torch_own
+from probe_subjects import ignores_uniforms, torch_own, toy
 
 from specviz import verify
 from specviz.proof import intercept, reach
@@ -90,7 +90,7 @@ def test_unmatched_draws_skip_the_probes_that_depend_on_them() -> None:
     def row_by_row(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):  # scalar draws per row
         B = np.asarray(draft_tokens).shape[0]
         for _ in range(B):
-            np.random.random()
+            np.random.random()  # noqa: NPY002 - the legacy global generator, one scalar a row
         return verify(target_probs, draft_probs, draft_tokens, num_draft, rng=np.random.default_rng(0))
 
     got = _by_name(reach.run_all(row_by_row))

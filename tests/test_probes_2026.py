@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from probe_subjects import toy, torch_own
+from probe_subjects import torch_own, toy
 
 from specviz import verify
 from specviz.proof import probes_2026 as P
