@@ -107,3 +107,18 @@ def test_supplied_is_a_verifier_with_uniforms_to_the_existing_probes() -> None:
 def test_matched_supply_qualifies_coins_and_sample_draws_but_not_a_race() -> None:
     assert reach.matched_supply(torch_own(), NUMPY64) is not None
     assert reach.matched_supply(torch_own(sampler="race"), NUMPY64) is None
+
+
+def test_prove_shipped_pairs_a_verifier_whose_draws_match_and_samples_one_whose_draws_do_not() -> None:
+    from specviz.proof.handover import CallSpec
+    from specviz.proof.ship import prove_shipped
+
+    # The engine behind **kwargs on a fresh generator: coins and sample matched, so the paired test runs.
+    paired = prove_shipped(ignores_uniforms, V=1000, K=4, spec=CallSpec("float64", "numpy"), tv=0.01)
+    assert paired.verdict == "PASS" and paired.paired is not None and paired.paired.mismatches == 0, paired.reason
+    assert paired.blackbox is None
+    # A race over the vocabulary cannot be matched to the reference's inverse CDF: the black-box tests.
+    race = prove_shipped(torch_own(sampler="race"), V=300, K=2, spec=CallSpec("float32", "torch"), tv=0.01,
+                         blackbox_rows=20_000)  # fmt: skip
+    assert race.paired is None and race.blackbox is not None
+    assert "could not be matched to the reference" in race.reason, race.reason
