@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from probe_subjects import torch_own, toy
 
-from specviz import verify
+from specviz import verify, verify_flat
 from specviz.proof import probes_2026 as P
 from specviz.proof.handover import CallSpec
 from specviz.proof.intercept import Supplied
@@ -31,10 +31,13 @@ def test_a_one_line_defect_fails_its_probe_and_the_rule_passes(probe, defect, ki
     assert not good.failed, good
 
 
-@pytest.mark.parametrize("spec", [NUMPY64, TORCH32], ids=["float64-numpy", "float32-torch"])
+SPECS = [NUMPY64, TORCH32, CallSpec("bfloat16", "torch"), CallSpec("float32", "numpy", "cpu", "flat")]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=["float64-numpy", "float32-torch", "bfloat16-torch", "float32-flat"])
 @pytest.mark.parametrize("probe", P.PROBES_2026, ids=[p.__name__ for p in P.PROBES_2026])
 def test_the_engine_passes_every_2026_probe(probe, spec) -> None:
-    got = probe(verify, spec)
+    got = probe(verify_flat if spec.layout == "flat" else verify, spec)
     assert got.verdict in ("ok", "info"), got
 
 

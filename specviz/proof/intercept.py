@@ -112,8 +112,9 @@ class FromUniforms:
         V, B = self.vocab or 1, self.sample.size
         seed = self.sample.view(np.uint64)[:, None]  # (B, 1) the row's uniform, bit for bit
         out = _unit(_mix(seed ^ _mix(np.arange(1, V + 1, dtype=np.uint64)[None, :])))  # (B, V)
-        if self.focus is not None:
-            out[np.arange(B), self.focus.astype(np.int64)] = self.sample
+        if self.focus is not None:  # the first rows (a probe may add rows of its own after them)
+            n = min(B, len(self.focus))
+            out[np.arange(n), self.focus[:n].astype(np.int64)] = self.sample[:n]
         return out.reshape(shape)
 
 

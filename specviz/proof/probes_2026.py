@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.verify import PAD_TOKEN
-from .handover import CallSpec
+from .handover import CallSpec, Tables, _round_to
 from .probes import Probe, _call, _tables
 
 BELOW_ONE = 1.0 - 2.0**-53  # floored to the coin dtype's grid where the draws are intercepted
@@ -66,6 +66,19 @@ def _next_up(x: float, dtype: str, steps: int = 1) -> float:
     for _ in range(steps):
         v = np.nextafter(v, np.asarray(2.0, dtype=dtype))
     return float(v)
+
+
+def _call_full(verifier: Callable[..., Any], spec: CallSpec, t: Tables, x: np.ndarray, ua: np.ndarray,
+               us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`~specviz.proof.probes._call` with one more row that drafts all K (row 0's tables), dropped
+    from the answer: a flat-layout verifier returns K + 1 columns only when some row has K drafts."""
+    K = x.shape[1]
+    full = np.argmax(t.draft[0], axis=-1)[None]  # (1, K) a token q can draw at each position
+    big = _tables(np.concatenate([t.target, t.target[:1]]), np.concatenate([t.draft, t.draft[:1]]),
+                  np.concatenate([t.num_draft, [K]]))  # fmt: skip
+    tokens, num = _call(verifier, spec, big, np.concatenate([x, full]), np.concatenate([ua, np.full((1, K), 0.5)]),
+                        np.concatenate([us, [0.5]]))  # fmt: skip
+    return tokens[:-1], num[:-1]
 
 
 def _coin(u: float) -> str:
@@ -148,24 +161,27 @@ def inf_in_q(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
 def _tile_rows(rng: np.random.Generator, V: int, live: int, n: int, dtype: str) -> np.ndarray:
     """(n, V) rows with mass on [0, live), zero after, whose sum exceeds their cumsum's end in ``dtype``."""
     out: list[np.ndarray] = []
-    arith = np.float32 if dtype != "float64" else np.float64
-    while len(out) < n:
+    arith = np.float32 if dtype != "float64" else np.float64  # half precision is summed in float32
+    for _ in range(4000):  # rows where u * sum passes the running sum's end, in the dtype and in float64
         w = rng.random(live) ** 3
         row = np.zeros(V)
         row[:live] = w / w.sum()
-        row = row.astype(dtype).astype(np.float64) if dtype in ("float32", "float16", "float64") else row
+        row = _round_to(row, dtype)
         r = row.astype(arith)
-        if r.sum() > np.cumsum(r)[-1] and row.sum() > np.cumsum(row)[-1]:
+        past = bool(r.sum() > np.cumsum(r)[-1])
+        if (past and row.sum() > np.cumsum(row)[-1]) or (past and len(out) < n // 2):
             out.append(row)
-        elif len(out) < n // 2 and r.sum() > np.cumsum(r)[-1]:
-            out.append(row)
+        if len(out) == n:
+            break
+    while len(out) < n:  # none found (a coarse dtype): plain rows, the zero tail still stands
+        out.append(row)
     return np.stack(out)
 
 
 def tile_tail(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
     V, live = 129, 100
     rng = np.random.default_rng(2026)
-    rows = _tile_rows(rng, V, live, 8, spec.dtype if spec.dtype != "bfloat16" else "float32")
+    rows = _tile_rows(rng, V, live, 8, spec.dtype)
     samples = (0.0, 0.5, BELOW_ONE)
     n = len(rows) * len(samples)
     P = np.repeat(np.stack([rows, rows], axis=1), len(samples), axis=0)  # (n, 2, V)
@@ -196,7 +212,7 @@ def padded_vocab(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
         w = np.zeros(width)
         w[1:real] = rng.random(real - 1) + 0.05  # p(0) = 0 and the padding 0
         p = w / w.sum()
-        p = p.astype(spec.dtype).astype(np.float64) if spec.dtype != "bfloat16" else p
+        p = _round_to(p, spec.dtype)
         x = int(rng.integers(1, real))
         q = p.copy()
         q[x] = _next_up(p[x], spec.dtype, 4)  # p - q <= 0 everywhere: the zero-mass branch
@@ -241,7 +257,7 @@ def far_tail(verifier: Callable[..., Any], spec: CallSpec, seed: int = 0) -> Pro
             verifier.focus = focus
         t = _tables(np.broadcast_to(p, (B, 2, V)).copy(), np.broadcast_to(p, (B, 1, V)).copy(), np.zeros(B))
         try:
-            tokens, num = _call(verifier, spec, t, np.full((B, 1), PAD_TOKEN), np.full((B, 1), 0.5), us)
+            tokens, num = _call_full(verifier, spec, t, np.full((B, 1), PAD_TOKEN), np.full((B, 1), 0.5), us)
         except (Exception, SystemExit) as e:  # noqa: BLE001
             return _probe("far_tail", "FAIL", f"raised {type(e).__name__}: {e}", "law")
         finally:
@@ -281,7 +297,7 @@ def q_other_logits(verifier: Callable[..., Any], spec: CallSpec, J: int = 8192) 
         pi, qi = np.zeros(V), np.zeros(V)
         pi[[4, 8]] = [px, 1 - px]
         qi[[4, 9]] = [qx, 1 - qx]
-        pi, qi = (a.astype(spec.dtype).astype(np.float64) if spec.dtype != "bfloat16" else a for a in (pi, qi))
+        pi, qi = _round_to(pi, spec.dtype), _round_to(qi, spec.dtype)
         ratio = pi[4] / qi[4]
         P = np.stack([sure_p] * i + [pi] + [sure_p] * (4 - i - 1))  # (K+1 = 4, V)
         Q = np.stack([sure_q] * i + [qi] + [sure_q] * (3 - i - 1))  # (K = 3, V)
@@ -290,7 +306,7 @@ def q_other_logits(verifier: Callable[..., Any], spec: CallSpec, J: int = 8192) 
         coins[:, i] = grid
         t = _tables(np.broadcast_to(P, (J, 4, V)).copy(), np.broadcast_to(Q, (J, 3, V)).copy(), np.full(J, i + 1))
         try:
-            tokens, num = _call(verifier, spec, t, np.broadcast_to(x, (J, 3)).copy(), coins, np.full(J, 0.5))
+            tokens, num = _call_full(verifier, spec, t, np.broadcast_to(x, (J, 3)).copy(), coins, np.full(J, 0.5))
         except (Exception, SystemExit) as e:  # noqa: BLE001
             return _probe("q_other_logits", "FAIL", f"raised {type(e).__name__}: {e}", "law")
         frac = float((num >= i + 2).mean())
