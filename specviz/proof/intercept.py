@@ -246,7 +246,8 @@ def _torch_patches(torch: Any) -> list[tuple[Any, str, Any]]:
     def multinomial(x: Any, num_samples: int, replacement: bool = False, *, generator: Any = None,
                     out: Any = None) -> Any:  # fmt: skip
         if out is not None or (num_samples > 1 and not replacement):  # without replacement: not one uniform per sample
-            _Active.record.foreign.append("torch.multinomial without replacement") if _Active.record else None
+            if _Active.record is not None:
+                _Active.record.foreign.append("torch.multinomial without replacement: drawn by torch, not supplied")
             return o_mult(x, num_samples, replacement, generator=generator, out=out)
         w = x.detach().double().cpu().numpy().reshape(-1, x.shape[-1])  # (R, V)
         R = w.shape[0]
