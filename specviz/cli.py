@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "power":
         return _power(args)
     from .proof import probes as fault_probes
-    from .proof import ship
+    from .proof import reach, ship
     from .proof import verdicts as V
     from .proof.budget import parse_budget, size_to_budget
     from .proof.prove import DEFAULT_N, run_suite
@@ -435,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errored = any(r.error for r in suite.results if not r.is_bug)
     with _stdout_to_stderr(args.json):
         # The fault probes call the verifier directly: only one that came through the suite (no hang, no exit).
-        probes = fault_probes.run_probes(verifier) if args.kind == "chain" and not errored else []
+        # Verifiers drawing their own randomness are probed through interception (specviz.proof.reach).
+        probes = reach.run_all(verifier) if args.kind == "chain" and not errored else []
     why = "the verifier raised in the suite" if errored else f"--kind {args.kind} has no probes" if not probes else ""
     if any(p.verdict == "skipped" for p in probes):
         why = "; ".join(p.detail.split(" (")[0] for p in probes if p.verdict == "skipped")

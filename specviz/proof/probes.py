@@ -69,11 +69,12 @@ class Probe(NamedTuple):
     @property
     def failed(self) -> bool:
         """A law or support failure (a policy finding is a warning: :attr:`warned`)."""
-        return self.verdict == "FAIL"
+        return self.verdict == "FAIL" and self.kind != "policy"
 
     @property
     def warned(self) -> bool:
-        return self.verdict == "warn"
+        """Invalid input the call accepted: a policy probe's "warn", or its "FAIL" (probes_2026 says FAIL)."""
+        return self.verdict == "warn" or (self.verdict == "FAIL" and self.kind == "policy")
 
 
 def coin_rate(dtype: str) -> str:

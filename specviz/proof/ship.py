@@ -69,7 +69,8 @@ from .handover import (
     realistic_tables,
 )
 from .harness import VerifierRaised
-from .probes import Probe, probe_lines, probe_records, run_probes
+from .probes import Probe, probe_lines, probe_records
+from .reach import draws_own, matched_supply, run_all
 from .report import clean
 from .sweep import Sweep, sweep
 from .verdicts import Verdict, exit_status, policy_verdict, summary, support_verdict
@@ -378,8 +379,11 @@ def prove_shipped(
     :meth:`Shipped.verdicts`).
     """
     note = set_torch_threads(threads)
-    probes = run_probes(verifier, spec, flat=flat, seed=seed)
-    if any(p.verdict == "skipped" for p in probes):  # rng only: the law is sampled, token by token
+    probes = run_all(verifier, spec, flat=flat, seed=seed)
+    supplied = matched_supply(verifier, spec, seed) if draws_own(probes) else None
+    if supplied is not None:  # its draws are the coins and the sample: paired with the reference through them
+        verifier = supplied
+    elif draws_own(probes):  # the law is sampled, token by token
         box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress,
                              seconds=blackbox_seconds, rule=rule)  # fmt: skip
         where = [c.part for c in box.failed]
@@ -390,9 +394,13 @@ def prove_shipped(
             weak = [c.part for c in box.checks if not c.conclusive]
             verdict, reason = "PASS", (f"every token law tested passed at V = {V:,}"
                                        + (f" (inconclusive: {', '.join(weak)})" if weak else "")
-                                       + "; no uniforms=, so no paired test, sweep or probes")  # fmt: skip
+                                       + "; its draws could not be matched to the reference's, so no paired "
+                                       "test or sweep")  # fmt: skip
         else:
             verdict, reason = "INCONCLUSIVE", "the first-token test lacks power: more rows (--n)"
+        failed = [p.name for p in probes if p.failed]  # law and support probes (policy findings are warnings)
+        if failed and verdict != "FAIL":
+            verdict, reason = "FAIL", "fault probes failed: " + ", ".join(failed) + f" ({reason})"
         return Shipped(verdict, reason, probes, None, None, note, box)
     paired = paired_test(verifier, V=V, K=K, spec=spec, tv=tv, seed=seed, reproducers=reproducers,
                          stop_after=STOP_AFTER, progress=progress)  # fmt: skip
