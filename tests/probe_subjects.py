@@ -93,8 +93,8 @@ def toy(defect: str | None = None) -> Any:
     return verifier
 
 
-def torch_own(leq: bool = False, sampler: str = "multinomial") -> Any:
-    """The rule drawing from torch: coins ``torch.rand`` float32 (accept with ``<=`` when ``leq``);
+def torch_own(leq: bool = False, sampler: str = "multinomial", coins: str = "float32") -> Any:
+    """The rule drawing from torch: coins ``torch.rand`` in ``coins`` (accept with ``<=`` when ``leq``);
     the replacement by ``multinomial``, an exponential race (``race``: ``exponential_`` in float64)
     or a float32 race on -log(rand) (``race_f32``, which never draws E below 2^-24)."""
 
@@ -103,7 +103,7 @@ def torch_own(leq: bool = False, sampler: str = "multinomial") -> Any:
         P = torch.as_tensor(_np(target_probs)).double()
         Q = torch.as_tensor(_q(draft_probs, x.numpy(), P.shape[-1]))
         B, K = x.shape
-        u = torch.rand(B, K, dtype=torch.float32).double()
+        u = torch.rand(B, K, dtype=getattr(torch, coins)).double()
         xs = x.clamp(min=0)
         px = P[:, :K].gather(2, xs[..., None])[..., 0]
         qx = Q.gather(2, xs[..., None])[..., 0]
@@ -129,8 +129,13 @@ def torch_own(leq: bool = False, sampler: str = "multinomial") -> Any:
         out[rows, n] = tok
         return Out(out, n + 1, n)
 
-    verifier.__name__ = f"torch_{'leq' if leq else 'lt'}_{sampler}"
+    verifier.__name__ = f"torch_{'leq' if leq else 'lt'}_{sampler}" + ("" if coins == "float32" else f"_{coins}")
     return verifier
+
+
+# As `prove --verifier tests.probe_subjects:NAME` takes them (issue 27's cases).
+torch_leq, torch_lt = torch_own(leq=True), torch_own()
+torch_bf16_coins = torch_own(leq=True, coins="bfloat16")  # a coin of 0 about 2^-9 of the time; ratios over-accepted
 
 
 def ignores_uniforms(target_probs: Any, draft_probs: Any, draft_tokens: Any, num_draft: Any, **kwargs: Any) -> Any:
