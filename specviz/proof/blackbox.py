@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, TableSource, draw_round, outcome, tables_at
 from .stats import ALPHA, MIN_TV, POWER, chi_square, needed_n
 
 CHUNK_ELEMENTS = 8_000_000  # table entries per call: rows * (2K + 1) * V
@@ -102,17 +102,18 @@ def blackbox_tests(
     seed: int = 0,
     alpha: float = ALPHA,
     progress: Callable[[str], None] | None = None,
+    source: TableSource | None = None,
 ) -> BlackBox:
     """Sample ``verifier`` (called with ``rng=``) on one realistic context ``n`` times; test each token's law.
 
     The context is the row with K drafts of :func:`specviz.proof.handover.realistic_tables` whose
-    first target row keeps the most cells at this ``n`` (the most power for the first-token test).
-    Returns :class:`BlackBox`.
+    first target row keeps the most cells at this ``n`` (the most power for the first-token test);
+    ``source`` gives the rows instead (:func:`specviz.proof.handover.tables_at`). Returns :class:`BlackBox`.
     """
     from scipy import stats as sps
 
     t0 = time.perf_counter()
-    t = realistic_tables(V, K, 16, seed=seed, dtype=spec.dtype)
+    t = tables_at(V, source)(K, 16, seed=seed, dtype=spec.dtype)
     full = np.flatnonzero(t.num_draft == K)
     cells = (t.target[full, 0] >= 5.0 / n).sum(axis=1)  # cells the first-token test keeps at this n
     b = int(full[np.argmax(cells)])
