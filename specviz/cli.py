@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if args.vocab is not None or args.replay:  # the verifier as an engine calls it (specviz.proof.ship)
+    if args.vocab is not None or args.replay or args.model:  # the verifier as an engine calls it (proof.ship)
         return ship.run_cli(args, load_verifier)
     try:
         if args.kind not in KINDS:

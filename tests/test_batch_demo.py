@@ -30,7 +30,7 @@ def test_cap_batch_keeps_tensors_within_the_element_budget():
     assert batch_demo.cap_batch(16, 4, 32) == (16, 32, [])
 
 
-@pytest.mark.parametrize("source", batch_demo.SOURCES)
+@pytest.mark.parametrize("source", batch_demo.RANDOM_SOURCES)  # the model's rows: tests/test_models_batch.py
 def test_make_batch_is_a_valid_ragged_batch(source):
     B, K, V = 37, 5, 111
     j = batch_demo.draft_counts("random 0..K", B, K, seed=3)

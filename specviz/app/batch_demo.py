@@ -1,10 +1,11 @@
-"""The Batch page's demo: a random ragged batch, verified on NumPy, PyTorch CPU or CUDA, and timed.
+"""The Batch page's demo: a ragged batch, verified on NumPy, PyTorch CPU or CUDA, and timed.
 
 # B rows, K drafts (padded width), V vocabulary, R rows shown
 
-Every backend is run with the same explicit uniforms and its tokens are compared with
-NumPy's before it is timed: a fast path that disagrees with the reference is reported, not
-hidden. Randomness comes from an explicit seed.
+The rows are random (Dirichlet or peaked) or the real model's (:mod:`specviz.app.batch_model`:
+several prompts, one speculative round each). Every backend is run with the same explicit
+uniforms and its tokens are compared with NumPy's before it is timed: a fast path that
+disagrees with the reference is reported, not hidden. Randomness comes from an explicit seed.
 """
 
 from __future__ import annotations
@@ -19,11 +20,26 @@ import numpy as np
 from ..errors import InputError
 from ..proof.simulate import sample_rows
 from ..verifiers.verify import Uniforms, Verification, verify
+from . import batch_model, links
 from .limits import MAX_BATCH_ELEMENTS, MAX_BATCH_ROWS, MAX_COUNTS_CHARS, cap, check_text
 
 BACKENDS = ("NumPy", "PyTorch CPU", "PyTorch CUDA")
 COUNT_MODES = ("random 0..K", "all K", "typed")
-SOURCES = ("random Dirichlet", "peaked")
+RANDOM_SOURCES = ("random Dirichlet", "peaked")  # make_batch's; the model's rows come from batch_model
+SOURCES = (*RANDOM_SOURCES, batch_model.SOURCE)
+MAX_K = 16  # the K slider's upper end; a link asking for more falls back to the default
+PARAMS = [  # the page's settings, as its link carries them
+    links.int_param("B", 16, 1, 10**9),
+    links.int_param("K", 4, 0, MAX_K),
+    links.choice_param("counts", COUNT_MODES[0], COUNT_MODES),
+    links.text_param("typed", ""),
+    links.int_param("V", 32, 1, 10**9),
+    links.choice_param("source", SOURCES[0], SOURCES),
+    links.float_param("conc", 1.0, 0.01, 100.0),
+    links.choice_param("drafter", next(iter(batch_model.DRAFTERS)), list(batch_model.DRAFTERS)),
+    links.int_param("seed", 0, 0, 2**32 - 1),
+    links.choice_param("backend", BACKENDS[0], BACKENDS),
+]
 PEAKED_SHARPNESS = 4.0  # softmax(4 z) for z ~ N(0, 1): a few tokens carry most of the mass
 PEAKED_DRAFT_NOISE = 0.2  # the drafter sees the target's logits plus N(0, 0.2^2) noise: a ~ 0.7-0.8
 
@@ -36,9 +52,19 @@ class BatchSize(NamedTuple):
     notes: list[str]  # one sentence per cap that applied
 
 
-def cap_batch(B: int, K: int, V: int) -> BatchSize:
-    """Lower V, then B, so that B*(K+1)*V <= MAX_BATCH_ELEMENTS and B <= MAX_BATCH_ROWS (specviz.app.limits)."""
+def cap_batch(B: int, K: int, V: int, model_vocab: int | None = None) -> BatchSize:
+    """Lower V, then B, so that B*(K+1)*V <= MAX_BATCH_ELEMENTS and B <= MAX_BATCH_ROWS (specviz.app.limits).
+
+    ``model_vocab``: the real model's rows, whose V is the model's and whose B is at most
+    :data:`specviz.app.batch_model.MAX_ROWS` (each row is a model round).
+    """
     why = f"B·(K+1)·V is limited to {MAX_BATCH_ELEMENTS:,} elements per tensor (memory, and a click that answers fast)"
+    if model_vocab is not None:
+        rows = min(max(MAX_BATCH_ELEMENTS // ((K + 1) * model_vocab), 1), batch_model.MAX_ROWS)
+        rows_why = why if rows < batch_model.MAX_ROWS else (
+            f"B is limited to {batch_model.MAX_ROWS} rows with the real model (each row is a model round)")
+        b = cap(B, rows, "B", rows_why)
+        return BatchSize(b.value, model_vocab, [b.note] if b.note else [])
     v = cap(V, max(MAX_BATCH_ELEMENTS // (K + 1), 1), "V", why)
     rows = min(max(MAX_BATCH_ELEMENTS // ((K + 1) * v.value), 1), MAX_BATCH_ROWS)
     rows_why = (
@@ -124,7 +150,7 @@ def make_batch(
         draft = _softmax(PEAKED_SHARPNESS * (z[:, :K] + np.float32(PEAKED_DRAFT_NOISE) * noise))
         del z, noise
     else:
-        raise InputError("source", "one of " + ", ".join(SOURCES), repr(source))
+        raise InputError("source", "one of " + ", ".join(RANDOM_SOURCES), repr(source))
     u = rng.random(B * K)
     tokens = sample_rows(draft.reshape(B * K, V), u).reshape(B, K) if B * K else np.zeros((B, K), np.int64)
     tokens = np.where(np.arange(K)[None, :] < j[:, None], tokens, -1)  # (B, K), padding ignored
@@ -316,6 +342,7 @@ class BatchReport(NamedTuple):
     heads: dict[str, Verification]  # the first max_rows rows of every backend that ran
     accepted: int  # drafts accepted over the batch
     tested: int  # drafts whose coin counted (the acceptance rate's denominator; 0 when K = 0)
+    texts: list[dict[str, Any]] = []  # the real model's rows shown, as text (batch_model.row_table); [] otherwise
 
 
 def rate_text(num: float, den: float, digits: int = 3) -> str:
@@ -337,14 +364,23 @@ def run_batch_demo(
     time_on: Sequence[str],
     *,
     max_rows: int = 32,
+    drafter: str = "early",
 ) -> BatchReport:
     """Build a batch, verify it on ``backend`` (validated), and time it on every backend in ``time_on``.
 
     ``heads`` holds the first ``max_rows`` rows of every backend that ran, so a page can switch
-    the backend it shows without running the batch again.
+    the backend it shows without running the batch again. The real model's rows
+    (``source`` = :data:`specviz.app.batch_model.SOURCE`) are drafted by ``drafter``.
     """
     t0 = time.perf_counter()
-    inputs = make_batch(B, K, V, num_draft, source, concentration, seed)
+    rows = None
+    if source == batch_model.SOURCE:
+        rows = batch_model.make_rows(B, K, num_draft, drafter, seed)
+        u = np.random.default_rng([seed, 4])
+        inputs = BatchInputs(rows.target_probs, rows.draft_probs, rows.draft_tokens, rows.num_draft,
+                             Uniforms(u.random((B, K)), u.random(B)))  # fmt: skip
+    else:
+        inputs = make_batch(B, K, V, num_draft, source, concentration, seed)
     gen = time.perf_counter() - t0
     res = run_backend(inputs, backend)
     tested = int(np.minimum(res.num_accepted + 1, inputs.num_draft).sum())  # draft positions whose coin counted
@@ -352,6 +388,10 @@ def run_batch_demo(
     timings, heads = _time_backends(inputs, time_on, keep_rows=max_rows) if time_on else ([], {})
     head = Verification(*(np.asarray(x)[:max_rows] for x in res))
     heads[backend] = head  # the validated run is the one shown for its backend
+    ref = heads.get("NumPy")  # per shown row: each other backend's tokens against NumPy's
+    agrees = {} if ref is None else {b: (np.asarray(h.tokens) == np.asarray(ref.tokens)).all(axis=1)
+                                     for b, h in heads.items() if b != "NumPy"}  # fmt: skip
+    texts = [] if rows is None else batch_model.row_table(rows, head, agrees)
     return BatchReport(
         head=head,
         head_draft_tokens=inputs.draft_tokens[:max_rows],
@@ -364,6 +404,7 @@ def run_batch_demo(
         heads=heads,
         accepted=accepted,
         tested=tested,
+        texts=texts,
     )
 
 
@@ -388,7 +429,7 @@ def timing_caption(report: BatchReport) -> str:
     text = (
         "Every backend verified the same inputs with the same explicit uniforms; its tokens were compared with "
         "NumPy's before timing. Times: median of the repeats (time.perf_counter) after a warm-up call, inputs "
-        "already on the device, validation off as on a serving hot path. Building the random batch took "
+        "already on the device, validation off as on a serving hot path. Building the batch took "
         f"{report.generate_seconds:.2f} s and is not included. {loops_note()}"
     )
     for x in report.timings:
@@ -403,3 +444,32 @@ def timing_caption(report: BatchReport) -> str:
                 "back (numpy() and from_numpy) is all that differs."
             )
     return text
+
+
+# --- what the page prints ----------------------------------------------------------------------------
+
+
+def metrics(report: BatchReport) -> list[tuple[str, str, str | None]]:
+    """The page's four figures: (label, value, help)."""
+    return [
+        ("rows verified", f"{len(report.num_draft):,}", None),
+        ("mean drafts per row", f"{report.num_draft.mean():.2f}", None),
+        ("acceptance rate (accepted / tested)", rate_text(report.accepted, report.tested),
+         f"{report.accepted:,} accepted of {report.tested:,} drafts whose coin counted"),
+        ("mean tokens per row", f"{report.num_tokens.mean():.3f}", None),
+    ]  # fmt: skip
+
+
+def strips_caption(B: int, shown: int, backend: str) -> str:
+    return (
+        (f"Showing the first {shown} of {B:,} rows. " if B > shown else "")
+        + "Cells show the emitted token; a draft in parentheses was never reached (after a rejection its coin does "
+        "not count). Hover a cell for its coin u and p/q. Backend shown: " + backend + "."
+    )
+
+
+MODEL_CAPTION = (
+    "Each row is one speculative round of SmolLM2-135M after its own prompt: the drafter proposed the row's drafts "
+    "and their q rows, the target gave its processed rows p (temperature 1, top-p 0.95) in one pass, and the padded "
+    "batch was verified in one call. The last columns say whether each backend emitted NumPy's tokens for the row."
+)

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, draw_round, outcome, realistic_tables
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, TableSource, draw_round, outcome, tables_at
 from .harness import raised_by_verifier
 from .stats import ALPHA, MIN_TV, POWER, chi_square, needed_n
 
@@ -130,6 +130,7 @@ def blackbox_tests(
     progress: Callable[[str], None] | None = None,
     seconds: float | None = None,
     rule: str | None = None,
+    source: TableSource | None = None,
 ) -> BlackBox:
     """Sample ``verifier`` (called with ``rng=``) on one realistic context ``n`` times; test each token's law.
 
@@ -142,12 +143,13 @@ def blackbox_tests(
     among those where coins matter at every position (drafts with 0 < p/q < 1 carry at least
     :data:`COIN_MASS` of q; if no row has that, the best row regardless).
     ``rule`` ("residual" or "sample-match"): judge acceptance (and, for the residual rule, the
-    replacements) against it; None: those are efficiency, not verdicts. Returns :class:`BlackBox`.
+    replacements) against it; None: those are efficiency, not verdicts. ``source`` gives the rows
+    instead (:func:`specviz.proof.handover.tables_at`). Returns :class:`BlackBox`.
     """
     from scipy import stats as sps
 
     t0, c0 = time.perf_counter(), time.process_time()
-    t = realistic_tables(V, K, 16, seed=seed, dtype=spec.dtype)
+    t = tables_at(V, source)(K, 16, seed=seed, dtype=spec.dtype)
     full = np.flatnonzero(t.num_draft == K)
     cells = (t.target[full, 0] >= 5.0 / n).sum(axis=1)  # cells the first-token test keeps at this n
     # Coins must matter at every position: drafts with 0 < p/q < 1 carry at least COIN_MASS of q there

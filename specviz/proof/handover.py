@@ -21,6 +21,8 @@ to the dtype first).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -125,6 +127,17 @@ def _context_logits(rng: np.random.Generator, R: int, V: int, base: np.ndarray) 
     z[np.arange(R)[near], other[near]] = np.nextafter(z[np.arange(R)[near], hot[near]], -np.inf)
     sharp = rng.choice([0.15, 1.0, 1.0, 1.5], size=R)  # some contexts nearly flat, others peaked
     return z * sharp[:, None]
+
+
+# Where a run's tables come from: (K, B, *, seed, dtype) -> Tables at a fixed V. Default: realistic_tables
+# at V; ``prove --model`` passes the real model's rows (specviz.proof.model_rows.ModelSource).
+TableSource = Callable[..., Tables]
+SYNTHETIC = "synthetic realistic rows"  # how a report names the default source
+
+
+def tables_at(V: int, source: TableSource | None) -> TableSource:
+    """The table source of a run at vocabulary V: ``source``, or realistic rows at V."""
+    return source if source is not None else functools.partial(realistic_tables, V)
 
 
 def realistic_tables(V: int, K: int, B: int, *, seed: int = 0, dtype: str = "float32") -> Tables:

@@ -58,15 +58,17 @@ from .handover import (
     DTYPES,
     LAYOUTS,
     ORACLE,
+    SYNTHETIC,
     CallSpec,
     Handover,
     Round,
     Tables,
+    TableSource,
     _round_to,
     cuda_available,
     draw_round,
     outcome,
-    realistic_tables,
+    tables_at,
 )
 from .harness import VerifierRaised
 from .probes import Probe, probe_lines, probe_records
@@ -120,6 +122,7 @@ class Paired(NamedTuple):
     seconds: float
     reproducers: tuple[str, ...]
     error: str | None  # the verifier raised, or returned a malformed result
+    rows_from: str = SYNTHETIC  # where the tables came from
 
     @property
     def tv_bound(self) -> float:
@@ -135,6 +138,7 @@ class Paired(NamedTuple):
         head = [f"paired test vs {self.oracle}", f"  at V = {self.V:,}, K <= {self.K}, {self.spec.describe()}:"]
         if self.error:
             return [*head, f"  ERROR after {self.rows:,} rows: {self.error}"[:99]]
+        head.append(f"  on {self.rows_from}"[:99])
         out = [*head, f"  {self.rows:,} rows ({self.drafts:,} drafts), {self.mismatches:,} mismatching rows, "
                      f"{self.seconds:.1f} s"]  # fmt: skip
         if self.mismatches == 0:
@@ -177,6 +181,7 @@ def paired_test(
     reproducers: str | None = None,
     stop_after: int = 1000,
     progress: Callable[[str], None] | None = None,
+    source: TableSource | None = None,
 ) -> Paired:
     """Run ``verifier`` and the reference on the same realistic inputs and uniforms; certify TV.
 
@@ -190,7 +195,8 @@ def paired_test(
     mismatch, :func:`rows_for`), or ``stop_after`` mismatches. A fresh table of contexts is
     drawn every ``rounds_per_table`` calls; each call draws new drafts and uniforms.
     Mismatching rows are saved under ``reproducers`` (a folder; the first
-    :data:`MAX_REPRODUCERS`). Returns :class:`Paired`.
+    :data:`MAX_REPRODUCERS`). ``source``: where the tables come from (default: realistic rows at
+    V; :mod:`specviz.proof.model_rows` for a real model's). Returns :class:`Paired`.
     """
     if spec.device == "cuda" and not cuda_available():
         raise InputError("--device", "cuda with a CUDA device present", "no CUDA device")
@@ -204,8 +210,9 @@ def paired_test(
     last_note = t0
     error = None
     rounds_per_table = max(1, math.ceil(want / B / 4))  # four tables of contexts per run
+    make = tables_at(V, source)
     while done < want and bad < stop_after and error is None:
-        t = realistic_tables(V, K, B, seed=int(rng.integers(1 << 62)), dtype=spec.dtype)
+        t = make(K, B, seed=int(rng.integers(1 << 62)), dtype=spec.dtype)
         hand = Handover(t, spec)
         for _ in range(rounds_per_table):
             if done >= want or bad >= stop_after:
@@ -233,7 +240,7 @@ def paired_test(
                 progress(f"paired test: {done:,} of {want:,} rows, {bad:,} mismatches, about {left:.0f} s left")
     return Paired(rows=done, drafts=drafts, mismatches=bad, bound=certified_bound(bad, done), reference_tv=V / GRID,
                   V=V, K=K, spec=spec, oracle=ORACLE, seconds=time.perf_counter() - t0, reproducers=tuple(saved),
-                  error=error)  # fmt: skip
+                  error=error, rows_from=getattr(source, "description", SYNTHETIC))  # fmt: skip
 
 
 class Replay(NamedTuple):
@@ -364,6 +371,7 @@ def prove_shipped(
     progress: Callable[[str], None] | None = None,
     blackbox_seconds: float | None = None,
     rule: str | None = None,
+    source: TableSource | None = None,
 ) -> Shipped:
     """Probe ``verifier``, pair it with the reference at vocabulary ``V``, sweep where they differ.
 
@@ -376,7 +384,8 @@ def prove_shipped(
     many as ``blackbox_seconds`` allow; acceptance and replacements judged only against a named ``rule``).
     What the verifier raises there or in the sweep comes out as :class:`~specviz.proof.harness.VerifierRaised`.
     Returns :class:`Shipped`; the verdict FAILs on law or support (a policy finding is a warning:
-    :meth:`Shipped.verdicts`).
+    :meth:`Shipped.verdicts`). ``source``: the tables of the paired test, the sweep and the black-box
+    tests (default: realistic rows at V; ``prove --model``: :class:`specviz.proof.model_rows.ModelSource`).
     """
     note = set_torch_threads(threads)
     probes = run_all(verifier, spec, flat=flat, seed=seed)
@@ -385,7 +394,7 @@ def prove_shipped(
         verifier = supplied
     elif draws_own(probes):  # the law is sampled, token by token
         box = blackbox_tests(verifier, V=V, K=min(K, 2), spec=spec, n=blackbox_rows, seed=seed, progress=progress,
-                             seconds=blackbox_seconds, rule=rule)  # fmt: skip
+                             seconds=blackbox_seconds, rule=rule, source=source)  # fmt: skip
         where = [c.part for c in box.failed]
         if where:
             what = "the law breaks at: " if any(c.law for c in box.failed) else f"the {rule} rule breaks at: "
@@ -403,11 +412,11 @@ def prove_shipped(
             verdict, reason = "FAIL", "fault probes failed: " + ", ".join(failed) + f" ({reason})"
         return Shipped(verdict, reason, probes, None, None, note, box)
     paired = paired_test(verifier, V=V, K=K, spec=spec, tv=tv, seed=seed, reproducers=reproducers,
-                         stop_after=STOP_AFTER, progress=progress)  # fmt: skip
+                         stop_after=STOP_AFTER, progress=progress, source=source)  # fmt: skip
     failed = [p.name for p in probes if p.failed]
     swept = None
     if paired.error is None and paired.mismatches:
-        swept = sweep(verifier, V=V, spec=spec, rows=2, seed=seed, progress=progress)
+        swept = sweep(verifier, V=V, spec=spec, rows=2, seed=seed, progress=progress, source=source)
     if paired.error is not None:
         verdict, reason = "FAIL", f"the verifier raised on realistic rows: {paired.error}"
     elif swept is not None and not swept.passed:
@@ -422,8 +431,9 @@ def prove_shipped(
                                          "target's at every step swept: another valid uniform convention "
                                          "(no TV certificate from the paired test)")  # fmt: skip
     else:
+        rows = "realistic rows" if source is None else "rows of the model"
         verdict, reason = "PASS", (f"TV(verifier, target) <= {paired.tv_bound:.3g} at 95% on {paired.rows:,} "
-                                   "realistic rows; every probe passed")  # fmt: skip
+                                   f"{rows}; every probe passed")  # fmt: skip
     diagnosis = diagnose_sweep(swept) if swept is not None and not swept.passed else None
     return Shipped(verdict, reason, probes, paired, swept, note, diagnosis=diagnosis)
 
@@ -435,6 +445,8 @@ def add_arguments(p: Any) -> None:
     """The ``prove`` flags of this module, on an argparse parser."""
     p.add_argument("--vocab", type=int, help="judge the verifier at this vocabulary as an engine calls it: "
                    "fault probes, the paired test against the reference, the sweep over the uniforms")
+    p.add_argument("--model", help="as --vocab, on rows of a real model (smollm2: SmolLM2-135M, several prompts "
+                   "and drafters) in place of the synthetic ones; needs the model installed")
     p.add_argument("--drafts", type=int, default=4, help="with --vocab: drafts per row at most, K (default 4)")
     p.add_argument("--dtype", default="float32", help="with --vocab: " + "|".join(DTYPES) + " (default float32)")
     p.add_argument("--backend", default="torch", help="with --vocab: " + "|".join(BACKENDS) + " (default torch)")
@@ -469,13 +481,22 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
                   f"verifier {r.got.tolist()}")  # fmt: skip
             print("reproduced: the verifier still differs" if r.reproduced else "not reproduced: they agree now")
             return 1 if r.reproduced else 0
-        if args.vocab < 2:
+        if args.vocab is not None and args.vocab < 2:
             raise InputError("--vocab", "a vocabulary of at least 2 tokens", str(args.vocab))
         if not 1 <= args.drafts <= 8:
             raise InputError("--drafts", "K in [1, 8]", str(args.drafts))
         if spec.device == "cuda" and not cuda_available():
             print("SKIPPED: --device cuda asked, and no CUDA device is present here")
             return 0
+        source, V = None, args.vocab
+        if getattr(args, "model", None):
+            source = _model_source(args)
+            if source is None:
+                return 2
+            if V is not None and V != source.V:
+                raise InputError("--vocab", f"the model's vocabulary {source.V:,} (or no --vocab) with --model",
+                                 str(V))  # fmt: skip
+            V = source.V
         from ..verifiers.verify import verify_flat
 
         engine = getattr(verifier, "__module__", "").endswith("verifiers.verify")
@@ -493,10 +514,10 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
             from .prove import DEFAULT_N
 
             budget = parse_budget(getattr(args, "budget", 0)) if args.n is None else 0.0  # an explicit --n is kept
-            report = prove_shipped(verifier, V=args.vocab, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
+            report = prove_shipped(verifier, V=V, K=args.drafts, spec=spec, tv=args.tv, seed=args.seed,
                                    reproducers=args.reproducers, flat=flat, threads=args.threads,
                                    blackbox_rows=args.n or DEFAULT_N, progress=progress,
-                                   blackbox_seconds=budget or None, rule=args.rule)  # fmt: skip
+                                   blackbox_seconds=budget or None, rule=args.rule, source=source)  # fmt: skip
     except VerifierRaised as e:  # the V = 4 run's ERROR line, with the verifier's traceback
         name = args.verifier or "specviz:verify"
         if getattr(args, "json", False):
@@ -533,13 +554,33 @@ def run_cli(args: Any, load: Callable[[str], Callable[..., Any]]) -> int:
     return status
 
 
+def _model_source(args: Any) -> Any:
+    """``--model``'s table source (:mod:`specviz.proof.model_rows`), or None after saying why it is absent."""
+    import sys
+
+    from . import model_rows
+
+    if args.model not in model_rows.MODELS:
+        raise InputError("--model", "one of " + ", ".join(model_rows.MODELS), repr(args.model))
+    from ..models import ModelUnavailable
+
+    set_torch_threads(args.threads)
+    try:
+        return model_rows.source(args.model, args.drafts, seed=args.seed,
+                                 progress=None if args.quiet else lambda m: print(m, file=sys.stderr))  # fmt: skip
+    except ModelUnavailable as e:
+        print(f"error: --model {args.model}: {e}", file=sys.stderr)
+        return None
+
+
 def record(report: Shipped) -> dict[str, Any]:
     """``prove --vocab --json``: the report as strict JSON (what :meth:`Shipped.lines` prints, as fields)."""
     pt, sw = report.paired, report.sweep
     out: dict[str, Any] = {"verdict": report.verdict, "reason": report.reason, "threads": report.threads,
                            "probes": probe_records(report.probes), "paired": None, "sweep": None}  # fmt: skip
     if pt is not None:
-        out["paired"] = {"oracle": pt.oracle, "V": pt.V, "K": pt.K, "call": pt.spec.describe(), "rows": pt.rows,
+        out["paired"] = {"oracle": pt.oracle, "rows_from": pt.rows_from, "V": pt.V,
+                          "K": pt.K, "call": pt.spec.describe(), "rows": pt.rows,
                          "drafts": pt.drafts, "mismatches": pt.mismatches, "bound": pt.bound,
                          "reference_tv": pt.reference_tv, "tv_bound": pt.tv_bound, "seconds": pt.seconds,
                          "reproducers": pt.reproducers, "error": pt.error}  # fmt: skip

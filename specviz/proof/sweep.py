@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..verifiers.reference import GRID
-from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, outcome, realistic_tables
+from .handover import DEFAULT_SPEC, CallSpec, Handover, Round, Tables, TableSource, outcome, tables_at
 from .harness import raised_by_verifier
 from .theory import total_variation
 
@@ -183,18 +183,20 @@ def _draw_step(prober: _Prober, coin: float, law: np.ndarray, part: str, row: in
 
 
 def sweep(verifier: Callable[..., Any], *, V: int, spec: CallSpec = DEFAULT_SPEC, rows: int = 3,
-          seed: int = 0, progress: Callable[[str], None] | None = None, every: float | None = None) -> Sweep:
+          seed: int = 0, progress: Callable[[str], None] | None = None, every: float | None = None,
+          source: TableSource | None = None) -> Sweep:
     """The implied law of ``verifier`` at ``rows`` realistic steps, each against the exact law.
 
     ``verifier`` takes :func:`specviz.verify`'s arguments (the padded layout; ``spec.layout``
     = flat calls it with :func:`specviz.verify_flat`'s) and ``uniforms=``. Per row: the accept
     measure of the drafted token, the replacement law after a rejection, the bonus law after an
     acceptance. ``progress`` gets a line with the steps done and the time left every ``every``
-    seconds (default :data:`PROGRESS_EVERY`). Returns :class:`Sweep`.
+    seconds (default :data:`PROGRESS_EVERY`). ``source``: where the rows come from (default:
+    realistic rows at V, :func:`specviz.proof.handover.tables_at`). Returns :class:`Sweep`.
     """
     t0 = time.perf_counter()
     bar = _Progress(progress, 3 * rows, PROGRESS_EVERY if every is None else every)
-    t = realistic_tables(V, 1, max(rows, 2) + 2, seed=seed, dtype=spec.dtype)
+    t = tables_at(V, source)(1, max(rows, 2) + 2, seed=seed, dtype=spec.dtype)
     steps, calls, swept = [], 0, []
     eps = 2.0**-53 if spec.dtype == "float64" else 2.0**-24  # the residual's rounding, in the type it is computed in
     for b in range(1, rows + 1):
