@@ -31,33 +31,41 @@ pytest.importorskip("numba")
 ROOT = Path(__file__).resolve().parents[1]
 
 # Every compiled loop: the accept phase, the one-level draw (V <= 256, validate=False) and the
-# block sums (V > 256), on float64 and float32 tables (argv[1] "float64": that table type alone), with
-# and without checks. The two faults that compile in memory run on float64 alone: compiling costs
-# seconds a signature, and the loops' agreement with NumPy per dtype is tests/test_numba_pass.py's.
+# block sums (V > 256), on float64 and float32 tables (argv[1] "float64": that table type alone; "both":
+# the two sets, the float64 alone second), with and without checks. The two faults that compile in
+# memory run on float64 alone: compiling costs seconds a signature, and the loops' agreement with NumPy
+# per dtype is tests/test_numba_pass.py's.
 WORKLOAD = """
 import json, sys, warnings
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     import numpy as np, specviz
     from specviz.verifiers import _fused
-    rng = np.random.default_rng(21)
-    tokens = []
-    for V in (5, 600):
-        for dtype in (np.float64, np.float32):
-            if sys.argv[1:] == ["float64"] and dtype != np.float64:
-                continue
-            t = rng.random((6, 3, V)); t /= t.sum(-1, keepdims=True)
-            d = rng.random((6, 2, V)); d /= d.sum(-1, keepdims=True)
-            x = rng.integers(0, V, (6, 2))
-            u = specviz.Uniforms(rng.random((6, 2)), rng.random(6))
-            for validate in (True, False):
-                res = specviz.verify(t.astype(dtype), d.astype(dtype), x, np.array([2, 1, 0, 2, 2, 1]),
-                                     uniforms=u, validate=validate)
-                tokens.append(res.tokens.tolist())
-                tokens.append(specviz.verify(t.astype(dtype), None, x, np.full(6, 2), uniforms=u,
-                                             validate=validate).tokens.tolist())
+
+    def work(tables):
+        rng = np.random.default_rng(21)
+        tokens = []
+        for V in (5, 600):
+            for dtype in (np.float64, np.float32):
+                if tables == "float64" and dtype != np.float64:
+                    continue
+                t = rng.random((6, 3, V)); t /= t.sum(-1, keepdims=True)
+                d = rng.random((6, 2, V)); d /= d.sum(-1, keepdims=True)
+                x = rng.integers(0, V, (6, 2))
+                u = specviz.Uniforms(rng.random((6, 2)), rng.random(6))
+                for validate in (True, False):
+                    res = specviz.verify(t.astype(dtype), d.astype(dtype), x, np.array([2, 1, 0, 2, 2, 1]),
+                                         uniforms=u, validate=validate)
+                    tokens.append(res.tokens.tolist())
+                    tokens.append(specviz.verify(t.astype(dtype), None, x, np.full(6, 2), uniforms=u,
+                                                 validate=validate).tokens.tolist())
+        return tokens
+
+    tokens = work(sys.argv[1])
+    tokens_f64 = work("float64") if sys.argv[1] == "both" else None  # "both": the two table sets, one process
 print(json.dumps({
     "tokens": tokens,
+    "tokens_f64": tokens_f64,
     "compiled": _fused.enabled(),
     "warnings": [f"{w.category.__name__}: {w.message}" for w in caught if "specviz" in str(w.message)],
 }))
@@ -82,17 +90,21 @@ def run(env_changes: dict[str, str | None], pythonpath: Path = ROOT, tables: str
 
 
 @pytest.fixture(scope="module")
-def numpy_tokens() -> list:
-    res = run({"SPECVIZ_BACKEND": "numpy"})
+def numpy_run() -> dict:
+    """The NumPy code's tokens on every table type and on float64 alone, from one fresh interpreter."""
+    res = run({"SPECVIZ_BACKEND": "numpy"}, tables="both")
     assert not res["compiled"] and not res["warnings"]
-    return res["tokens"]
+    return res
 
 
 @pytest.fixture(scope="module")
-def numpy_tokens_f64() -> list:
-    res = run({"SPECVIZ_BACKEND": "numpy"}, tables="float64")
-    assert not res["compiled"] and not res["warnings"]
-    return res["tokens"]
+def numpy_tokens(numpy_run) -> list:
+    return numpy_run["tokens"]
+
+
+@pytest.fixture(scope="module")
+def numpy_tokens_f64(numpy_run) -> list:
+    return numpy_run["tokens_f64"]
 
 
 @pytest.fixture(scope="module")

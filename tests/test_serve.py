@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,17 +59,25 @@ async def send_clear_cache(url: str) -> None:
         await v.close()
 
 
-def test_a_visitor_cannot_clear_every_visitors_caches() -> None:
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    """One app server for the tests below that need app.py itself (a server start and its first page cost
+    seconds of CPU each); each test leaves it idle, and none of them needs it cold."""
     with browser.streamlit_server() as url:
-        asyncio.run(load.fresh_load(url, "sampling-settings"))  # a page that fills st.cache_data at load
-        before = cached_functions(url)
-        assert before, "the page filled no cache: the test would prove nothing"
-        asyncio.run(send_clear_cache(url))
-        deadline = time.monotonic() + WAIT_S
-        while "clear_cache: refused" not in browser.server_log(url):  # the message was handled
-            assert time.monotonic() < deadline, browser.server_log(url)[-2000:]
-            time.sleep(0.2)
-        assert cached_functions(url) == before
+        yield url
+
+
+def test_a_visitor_cannot_clear_every_visitors_caches(app_url: str) -> None:
+    url = app_url
+    asyncio.run(load.fresh_load(url, "sampling-settings"))  # a page that fills st.cache_data at load
+    before = cached_functions(url)
+    assert before, "the page filled no cache: the test would prove nothing"
+    asyncio.run(send_clear_cache(url))
+    deadline = time.monotonic() + WAIT_S
+    while "clear_cache: refused" not in browser.server_log(url):  # the message was handled
+        assert time.monotonic() < deadline, browser.server_log(url)[-2000:]
+        time.sleep(0.2)
+    assert cached_functions(url) == before
 
 
 def test_negative_control_without_the_guard_the_message_clears_them() -> None:
@@ -82,19 +91,20 @@ def test_negative_control_without_the_guard_the_message_clears_them() -> None:
             time.sleep(0.2)
 
 
-def test_heavy_clicks_queue_and_each_waiting_visitor_sees_a_place() -> None:
+def test_negative_control_one_visitor_alone_is_never_told_to_wait(app_url: str) -> None:
+    # Run before the crowd below, so this lone check also trains the two models: the slowest a check gets.
+    # Its own prompt (visitor 400): the crowd's prompts (500-504) must not find their answers cached.
+    seen = [asyncio.run(load.crowd_visitor(app_url, "real-text", 400))]
+    assert seen[0]["error"] is None and not seen[0]["waited"], seen
+
+
+def test_heavy_clicks_queue_and_each_waiting_visitor_sees_a_place(app_url: str) -> None:
     """Five Real-text checks with their own prompts at once: two run, the others are told their place."""
-    with browser.streamlit_server() as url:
-        asyncio.run(load.crowd_visitor(url, "real-text", 99))  # warm-up: trains the two models once
-        seen = asyncio.run(gather(url, "real-text", 5))
+    url = app_url
+    asyncio.run(load.crowd_visitor(url, "real-text", 99))  # warm-up: the two models trained (once per server)
+    seen = asyncio.run(gather(url, "real-text", 5))
     assert all(r["error"] is None and r["mine"] for r in seen), seen
     assert sum(r["waited"] for r in seen) >= 5 - serving.HEAVY_SLOTS, seen  # each check takes seconds: > a poll
-
-
-def test_negative_control_one_visitor_alone_is_never_told_to_wait() -> None:
-    with browser.streamlit_server() as url:
-        seen = asyncio.run(gather(url, "real-text", 1))
-    assert seen[0]["error"] is None and not seen[0]["waited"], seen
 
 
 def test_serving_docs_state_the_code_s_bounds() -> None:

@@ -79,19 +79,6 @@ for t in threading.enumerate():  # the warm-up too: a failure there is logged, s
 print(json.dumps({"errors": errors}))
 '''
 
-# Each page's imports after install, one page at a time (the warm-up not started): what each imports anew.
-PRELOAD_COVERS = CLASS_ARRIVES.split("pages = sorted")[0] + r'''
-warm.DELAY_S = 3600.0
-serving.install(Session, Runtime, "none")
-new = {}
-for page in sorted(Path("app_pages").glob("*.py")):
-    before = set(sys.modules)
-    exec(header(page), {"__name__": "page"})
-    new[page.name] = sorted(set(sys.modules) - before)
-print(json.dumps(new))
-'''
-
-
 def arrive(mode: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", CLASS_ARRIVES, mode], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
@@ -111,10 +98,9 @@ def test_a_class_arriving_at_once_imports_without_error():
         assert seen["errors"] == []
 
 
-def test_install_imports_what_every_page_imports():
+def test_install_imports_what_every_page_imports(installed):
     # What a page imports that install did not is imported in that page's first run, racing the others.
-    out = subprocess.run([sys.executable, "-c", PRELOAD_COVERS], cwd=ROOT, capture_output=True, text=True, check=True)
-    new = json.loads(out.stdout.splitlines()[-1])
+    new = installed["page_imports"]
     assert len(new) >= 11 and {page: mods for page, mods in new.items() if mods} == {}
 
 
@@ -130,8 +116,12 @@ def test_control_without_install_the_class_meets_the_race():
     assert any("partially initialized module" in e or "cannot import name" in e for e in failures), failures
 
 
+# One fresh interpreter for the two tests below: install called three times with stand-ins for
+# Streamlit's session and runtime, then each page's imports run one page at a time (the warm-up not
+# started): what each page imports anew.
 INSTALL_ONCE = r'''
-import json, logging, sys, threading
+import ast, json, logging, sys, threading
+from pathlib import Path
 from specviz.app import serving, warm
 
 class Scripts:
@@ -161,11 +151,30 @@ print(json.dumps({
     "warm_threads": sum(t.name == "specviz-warm-up" for t in threading.enumerate()),
     "loaded": all(m in sys.modules for m in ("pandas", "plotly.io", "specviz.app.results", "specviz.proof.prove")),
 }))
+
+def header(path):  # a page's imports, as its first run executes them (Streamlit's own excepted)
+    body = [n for n in ast.parse(path.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))
+            and not any(a.name.startswith("streamlit") for a in n.names)
+            and not (getattr(n, "module", None) or "").startswith("streamlit")]
+    return compile(ast.Module(body=body, type_ignores=[]), str(path), "exec")
+
+new = {}
+for page in sorted(Path("app_pages").glob("*.py")):
+    before = set(sys.modules)
+    exec(header(page), {"__name__": "page"})
+    new[page.name] = sorted(set(sys.modules) - before)
+print(json.dumps({"page_imports": new}))
 '''
 
 
-def test_install_sets_up_the_process_once():
+@pytest.fixture(scope="module")
+def installed() -> dict:
     out = subprocess.run([sys.executable, "-c", INSTALL_ONCE], cwd=ROOT, capture_output=True, text=True, check=True)
-    seen = json.loads(out.stdout.splitlines()[-1])
-    assert seen == {"results": [True, False, False], "state": {}, "cleared": 0, "warm_threads": 1, "loaded": True}
-    assert "clear_cache: refused" in out.stderr  # logged where the operator reads it
+    *_, once, pages = out.stdout.splitlines()
+    return {"once": json.loads(once), "page_imports": json.loads(pages)["page_imports"], "stderr": out.stderr}
+
+
+def test_install_sets_up_the_process_once(installed):
+    assert installed["once"] == {"results": [True, False, False], "state": {}, "cleared": 0, "warm_threads": 1,
+                                 "loaded": True}  # fmt: skip
+    assert "clear_cache: refused" in installed["stderr"]  # logged where the operator reads it

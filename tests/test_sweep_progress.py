@@ -36,10 +36,12 @@ def test_the_sweep_reports_steps_done_and_time_left():
 
 
 def test_no_line_before_the_interval_and_none_without_a_callback():
+    # V = 1000, one row: a sweep of a second's CPU (V = 500's row measures five times as long) that
+    # prints 11 lines at every=0.0, so the empty list below is the interval's doing.
     lines: list[str] = []
-    sweep.sweep(uv.engine_one_minus_u, V=500, rows=1, seed=0, progress=lines.append, every=1e9)
+    sweep.sweep(uv.engine_one_minus_u, V=1000, rows=1, seed=0, progress=lines.append, every=1e9)
     assert lines == []
-    assert sweep.sweep(uv.engine_one_minus_u, V=500, rows=1, seed=0).passed  # progress=None: nothing to call
+    assert sweep.sweep(uv.engine_one_minus_u, V=1000, rows=1, seed=0).passed  # progress=None: nothing to call
 
 
 def prove(capsys: pytest.CaptureFixture, *extra: str) -> tuple[int, str, str]:
@@ -50,6 +52,12 @@ def prove(capsys: pytest.CaptureFixture, *extra: str) -> tuple[int, str, str]:
 
 def test_prove_vocab_prints_it_on_stderr_not_in_json_and_not_with_quiet(monkeypatch, capsys):
     monkeypatch.setattr(sweep, "PROGRESS_EVERY", 0.0)
+    # Where the lines go is the CLI's part: one swept row instead of prove's two (the sweep is most of
+    # a run's CPU; its steps and lines are the two tests above).
+    from specviz.proof import ship
+
+    whole = ship.sweep
+    monkeypatch.setattr(ship, "sweep", lambda *a, **k: whole(*a, **{**k, "rows": 1}))
     rc, out, err = prove(capsys, "--json")
     assert rc == 0
     record = json.loads(out)  # stdout is the JSON alone
