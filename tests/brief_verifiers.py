@@ -76,6 +76,15 @@ def sample_rows_leq(dist, rng):
                       dist.shape[1] - 1)  # fmt: skip
 
 
+def sample_rows_fixed(dist, rng):
+    """The whole fix: ``<=``, and never past the last token with mass. ``cumsum`` (summed in order) and
+    ``dist.sum`` (NumPy sums pairwise) can differ in the last bit, so ``u * total`` for u just below 1
+    can pass the last running sum and count a zero tail (the tile_tail probe's finding)."""
+    u = rng.random((dist.shape[0], 1))
+    last = dist.shape[1] - 1 - np.argmax(dist[:, ::-1] > 0, axis=-1)  # the last token with mass
+    return np.minimum((np.cumsum(dist, -1) <= u * dist.sum(-1, keepdims=True)).sum(-1), last)
+
+
 # --- the wrappers ----------------------------------------------------------------------------------
 
 
@@ -112,9 +121,15 @@ def brief_explicit(target_probs, draft_probs, draft_tokens, num_draft, *, rng=No
     return _call(sample_rows, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms)
 
 
-def brief_fixed(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
-    """The same with the inverse CDF counting ``cumsum <= u * total``."""
+def brief_leq(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """The same with the inverse CDF counting ``cumsum <= u * total`` (the fix issue 27 suggests): the coin
+    0 is mended, but u just below 1 can still count a zero tail."""
     return _call(sample_rows_leq, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms)
+
+
+def brief_fixed(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None, uniforms=None):
+    """The same with the whole fix: ``cumsum <= u * total``, never past the last token with mass."""
+    return _call(sample_rows_fixed, target_probs, draft_probs, draft_tokens, num_draft, rng, uniforms)
 
 
 def brief_rng_only(target_probs, draft_probs, draft_tokens, num_draft, *, rng=None):

@@ -140,7 +140,8 @@ def test_sample_match_passes_the_law_with_its_efficiency_stated():
     assert verdict_line(out, "law").startswith("law OK")
     assert "efficiency (no --rule, so not a verdict)" in flat(out)
     assert "Off the residual rule's figure in reference" in flat(out)
-    assert "support not probed: the verifier takes no uniforms=" in flat(out)
+    # It draws from rng: interception hands it the probes' coins, and it emits no token with p = 0.
+    assert "support OK" in flat(out) and "the verifier draws its own randomness" in flat(out)
 
 
 def test_sample_match_under_the_residual_rule_fails_tokens_per_step_saying_the_law_holds():
@@ -212,12 +213,16 @@ def test_the_docs_show_what_prove_prints():
 
 
 def test_sampled_tokens_with_p_zero_are_a_support_failure_of_an_rng_only_verifier():
+    from specviz.proof.blackbox import blackbox_tests
     from specviz.proof.ship import prove_shipped
 
     spec = CallSpec("float64", "numpy")
     # Coins floored to multiples of 2^-8 (a bfloat16-like coin): exactly 0 once in 256 draws, where the
-    # brief's inverse CDF emits token 0 though p(0) = 0. No uniforms=, so only sampling can see it.
+    # brief's inverse CDF emits token 0 though p(0) = 0. Sampling sees it: tokens with p = 0 come out.
+    box = blackbox_tests(bv.brief_coarse_rng, V=20, K=2, spec=spec, n=20_000)
+    assert any(c.law and c.impossible for c in box.checks), box.lines()
+    fixed = blackbox_tests(bv.brief_coarse_fixed_rng, V=20, K=2, spec=spec, n=20_000)
+    assert not any(c.impossible for c in fixed.checks), fixed.lines()  # the negative control
+    # And interception hands it a coin of exactly 0 at once: the support verdict fails at the probe.
     bad = prove_shipped(bv.brief_coarse_rng, V=20, K=2, spec=spec, blackbox_rows=20_000).verdicts()[1]
-    assert bad.status == "FAIL" and "sampled rows emit a token with p = 0 at the bonus" in bad.headline, bad
-    fixed = prove_shipped(bv.brief_coarse_fixed_rng, V=20, K=2, spec=spec, blackbox_rows=20_000).verdicts()[1]
-    assert fixed.status == "not probed" and "no uniforms=" in fixed.headline  # no p = 0 token came out
+    assert bad.status == "FAIL" and "with p = 0" in bad.headline, bad

@@ -137,12 +137,13 @@ def boundary_draw(verifier: Callable[..., Any], spec: CallSpec) -> Probe:
     draws = (("bonus draw", bonus, np.full((n, 1), PAD_TOKEN)), ("replacement draw", resid, np.zeros((n, 1))))
     for what, t, x in draws:
         tokens, num = _call(verifier, spec, t, x.astype(np.int64), np.full((n, 1), 0.5), coins)
-        law = p if what == "bonus draw" else np.maximum(p - q, 0.0)
+        # Support is what the target rules out: p = 0 (a token the residual lacks but p has is the law's
+        # business, and lossless rules other than the residual's, sample-and-match, emit it rightly).
         for i, c in enumerate(coins):
             tok = int(tokens[i, int(num[i]) - 1]) if 1 <= num[i] <= 2 else None
             if tok is None or not 0 <= tok < V:
                 found.append(f"coin {_coin(float(c))} of the {what} emits id {tok} outside [0, {V})")
-            elif law[tok] == 0:
+            elif p[tok] == 0:
                 found.append(f"coin {_coin(float(c))} of the {what} emits token {tok} with p = 0")
     if found:
         return Probe("boundary_draw", "FAIL", f"{found[0]} ({coin_rate(spec.dtype)})"

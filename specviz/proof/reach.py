@@ -20,6 +20,7 @@ Every result carries a ``kind``: what a failure of it means (law, support or pol
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -74,12 +75,25 @@ def _one(fn: Callable[..., Any], target: Callable[..., Any], spec: CallSpec, *ar
 
 
 def _rate_note(p: Probe, w: Supplied) -> Probe:
-    """A support failure under interception, with how often the coin dtype the verifier drew gives it."""
+    """A support failure under interception, its rate per draw said for the coin dtype the verifier drew."""
     dtypes = sorted({d.dtype for d in w.draws if d.role == "coins"})
     if p.verdict != "FAIL" or p.name != "zero_coin" or not dtypes:
         return p
-    rates = ", ".join(f"{ZERO_RATE.get(d, '?')} per {d} coin" for d in dtypes)
-    return p._replace(detail=p.detail + f"; a coin of exactly 0 comes {rates}; fix: accept iff u * q < p")
+    rates = " or ".join(f"{ZERO_RATE.get(d, '?')} per {d} coin" for d in dtypes)
+    detail = re.sub(r"\([^()]* per draw\)", f"({rates})", p.detail, count=1)  # the table's dtype named it
+    return p._replace(detail=detail if detail != p.detail else f"{p.detail}; a coin of exactly 0 comes {rates}")
+
+
+def _gate(probes: list[Probe]) -> list[Probe]:
+    """q_other_logits measures acceptance against p/q: a rule's rate, the verifier's only if it keeps the
+    contract's coin (coin_at_ratio ok). Another rule or coin convention gets an "info" line instead."""
+    by = {p.name: p for p in probes}
+    ratio, q = by.get("coin_at_ratio"), by.get("q_other_logits")
+    if ratio is None or q is None or ratio.verdict == "ok" or q.verdict != "FAIL":
+        return probes
+    info = q._replace(verdict="info", detail="acceptance is not p/q's here, as coin_at_ratio found (another rule or "
+                      f"coin convention), so p/q is not its rate to keep; the law tests judge it ({q.detail[:160]})")
+    return [info if p is q else p for p in probes]
 
 
 def _intercepted(verifier: Callable[..., Any], spec: CallSpec, seed: int) -> list[Probe]:
@@ -113,9 +127,9 @@ def run_all(verifier: Callable[..., Any], spec: CallSpec = NUMPY64, *, flat: Cal
     """Every probe on ``verifier`` however it draws (see the module docstring), each with its kind."""
     mode, why = calling_mode(verifier, spec, seed)
     if mode == "uniforms":
-        return [_kinded(p) for p in fault.run_probes(verifier, spec, flat=flat, seed=seed)] + run_2026(
-            verifier, spec, seed)  # fmt: skip
-    out = _intercepted(verifier, spec, seed)
+        return _gate([_kinded(p) for p in fault.run_probes(verifier, spec, flat=flat, seed=seed)] + run_2026(
+            verifier, spec, seed))  # fmt: skip
+    out = _gate(_intercepted(verifier, spec, seed))
     if mode == "ignores":
         out.insert(0, Probe("uniforms", "info", f"{why}; treated as drawing its own randomness", "policy"))
     return out

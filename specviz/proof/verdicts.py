@@ -33,7 +33,7 @@ from .report import SuiteResult
 # What each policy probe checks, in the words of the policy line.
 POLICY_WORDS = {"nan_row": "NaN", "nan_residual": "NaN", "inf_row": "inf", "negative_row": "negative entries",
                 "unnormalized_row": "rows not summing to 1",
-                "draft_id_out_of_range": "draft ids out of range"}  # fmt: skip
+                "draft_id_out_of_range": "draft ids out of range", "inf_in_q": "inf in q"}  # fmt: skip
 
 
 class Verdict(NamedTuple):
