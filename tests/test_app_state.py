@@ -115,7 +115,8 @@ def test_batch_settings_survive_navigation():
     visit(visit(at, "app_pages/tokens.py"), "app_pages/batch.py")
     assert at.number_input(key="batch.B").value == 30
     assert at.radio(key="batch.source").value == "peaked"
-    assert dict(at.query_params) == {**query, "B": "30", "typed": "", "conc": "1", "backend": "NumPy"}
+    shown = {"B": "30", "typed": "", "conc": "1", "drafter": "early", "backend": "NumPy"}
+    assert dict(at.query_params) == {**query, **shown}
 
 
 def test_bug_lab_settings_prediction_and_result_stay_without_a_rerun(monkeypatch):
