@@ -36,7 +36,10 @@ def _q(draft_probs: Any, x: np.ndarray, V: int) -> np.ndarray:
 
 
 def _np(a: Any) -> np.ndarray:
-    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    if isinstance(a, torch.Tensor):  # NumPy has no bfloat16: half-precision tables are read in float32
+        a = a.detach().cpu()
+        return (a.float() if a.dtype in (torch.bfloat16, torch.float16) else a).numpy()
+    return np.asarray(a)
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:

@@ -169,3 +169,27 @@ def test_the_settings_of_a_run_go_into_its_spec():
     spec = real_text.Spec("x", 0.7, 0.9, "early", 20, 1.3, 3, 1)
     assert spec.request() == Settings(temperature=0.7, top_p=0.9)
     assert spec.drafting() == Settings(temperature=1.3, top_p=0.9)
+
+
+@pytest.mark.heavy
+@needs_model
+def test_a_closed_tab_stops_the_run_after_its_round_and_keeps_what_it_made(model):
+    # Streamlit stops a closed tab's script at its next call into Streamlit: here, the callback after a round.
+    class TabClosed(Exception):
+        pass
+
+    spec = real_text.Spec("Closed tabs stop", 1.0, 0.95, "lookup", 24, 1.0, 3, 5)
+    made: list[int] = []
+
+    def on_round(run: real_text.Run) -> None:
+        made.append(len(run.views))
+        raise TabClosed
+
+    with pytest.raises(TabClosed):
+        real_text.rounds(model, spec, 5, on_round)
+    assert made == [1]  # one round, then the run stopped: not the five asked for
+    kept = real_text.rounds(model, spec, 1, lambda run: made.append(-1))  # a fresh tab asking for one round
+    assert len(kept.views) == 1 and made == [1]  # served from the round already made, nothing recomputed
+    # The negative control: without the stop, the run makes every round asked for.
+    assert len(real_text.rounds(model, spec, 3, lambda run: made.append(len(run.views))).views) == 3
+    assert made == [1, 2, 3]
